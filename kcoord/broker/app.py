@@ -1,0 +1,116 @@
+"""The broker process: wires config, storage, the partition manager and the server together."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+import structlog
+
+from kcoord.broker.api_table import build_table
+from kcoord.broker.dispatcher import Dispatcher
+from kcoord.broker.fetch_sessions import FetchSessionCache
+from kcoord.broker.partitions import PartitionManager
+from kcoord.broker.producer_ids import ProducerIdManager
+from kcoord.broker.server import KafkaServer
+from kcoord.clock import Clock, SystemClock
+from kcoord.config import BrokerConfig, Endpoint
+from kcoord.storage.flush import Flusher
+from kcoord.storage.meta import load_or_create_meta
+
+log = structlog.get_logger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms)
+        self.partitions = PartitionManager(config, self.flusher, self.clock)
+        self.producer_ids = ProducerIdManager(config.data_dir)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
+        self.table = build_table()
+        self.dispatcher = Dispatcher(self, self.table)
+        self.server = KafkaServer(
+            self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes
+        )
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.started = asyncio.Event()
+
+    # --- addresses -------------------------------------------------------------------------
+    def advertised(self, listener: str) -> Endpoint:
+        """Where clients that came in on ``listener`` should connect (port 0 -> bound port)."""
+        for ep in self.config.advertised_endpoints():
+            if ep.name == listener:
+                if ep.port == 0 and listener in self.server.bound:
+                    return Endpoint(ep.name, ep.host, self.server.bound[listener][1])
+                return ep
+        bound_host, bound_port = next(iter(self.server.bound.values()))
+        return Endpoint(listener, bound_host, bound_port)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        data_dir = self.config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        meta = load_or_create_meta(data_dir, self.node_id)
+        self.cluster_id = meta["cluster.id"]
+        self.partitions.open()
+        self.producer_ids.open()
+        self.flusher.start()
+        await self.server.start()
+        self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
+        log.info(
+            "kcoord started",
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            data_dir=str(data_dir),
+            flush_policy=self.config.log_flush_policy,
+            listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.server.bound.items()],
+        )
+        self.started.set()
+
+    async def stop(self) -> None:
+        log.info("kcoord stopping")
+        try:
+            await self.server.stop()
+        except TimeoutError:
+            log.warning("in-flight requests did not finish before shutdown")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.flusher.stop()
+        self.partitions.close()
+        log.info("kcoord stopped")
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.partitions.enforce_retention()
+                self.fetch_sessions.evict_expired()
+            except Exception:
+                log.exception("retention run failed")
+
+
+async def serve_until_signalled(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()
+
+
+def run_broker(config: BrokerConfig) -> None:
+    import uvloop
+
+    uvloop.run(serve_until_signalled(config))

@@ -1,0 +1,30 @@
+"""What a handler knows about the request besides its body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcoord.protocol.frames import RequestHeader
+
+
+class RequestContext:
+    __slots__ = ("api_version", "conn", "flexible", "header")
+
+    def __init__(self, header: RequestHeader, api_version: int, conn: Any) -> None:
+        self.header = header
+        self.api_version = api_version
+        self.conn = conn
+        self.flexible = False
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def client_host(self) -> str:
+        return self.conn.peer_host if self.conn is not None else "unknown"
+
+    @property
+    def listener(self) -> str:
+        """Name of the listener the client connected to (for advertised addresses)."""
+        return self.conn.listener if self.conn is not None else "PLAINTEXT"

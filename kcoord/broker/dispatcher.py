@@ -1,0 +1,136 @@
+"""From a request frame to a response frame: header, version gate, decode, handler, encode.
+
+Behaviour (as a Kafka broker):
+- an unknown API key, or a version no schema describes, closes the connection (Kafka's
+  SocketServer throws InvalidRequestException and closes it);
+- ApiVersions at a version above the highest served is answered with UNSUPPORTED_VERSION and
+  a v0 body that lists the served versions, so the client can retry at a version it shares;
+- any other API at a version the table does not serve, but that its schema describes, is
+  answered with that API's error response carrying UNSUPPORTED_VERSION;
+- a body that does not decode closes the connection;
+- a handler raising :class:`KafkaError` is answered with the API's error response; any other
+  exception is logged and answered with UNKNOWN_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from kcoord.broker.context import RequestContext
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.frames import (
+    MalformedRequest,
+    parse_request_header,
+    response_header,
+    skip_tagged_fields,
+)
+from kcoord.protocol.messages import ApiKey
+
+if TYPE_CHECKING:
+    from kcoord.broker.api_table import ApiSpec, ApiTable
+
+log = structlog.get_logger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed."""
+
+
+class Dispatcher:
+    def __init__(self, broker: Any, table: ApiTable) -> None:
+        self.broker = broker
+        self.table = table
+
+    def dispatch(self, frame: bytes, conn: Any) -> bytes | Awaitable[bytes | None] | None:
+        """Answer one request frame (without its size prefix).
+
+        Returns the framed response, an awaitable of it, or None when the request expects no
+        response (Produce with acks=0). Raises :class:`CloseConnection`.
+        """
+        buf = memoryview(frame)
+        try:
+            header = parse_request_header(buf)
+        except MalformedRequest as e:
+            raise CloseConnection(str(e)) from e
+        spec = self.table.get(header.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown api key {header.api_key}")
+        version = header.api_version
+        ctx = RequestContext(header, version, conn)
+        if not spec.min_version <= version <= spec.max_version:
+            return self._unsupported_version(ctx, spec, buf)
+        try:
+            body_at = header.body_offset
+            if spec.request_cls.flexible_version_q(version):
+                body_at = skip_tagged_fields(buf, body_at)
+            request = spec.request_cls.decode(buf[body_at:], version=version)
+        except Exception as e:
+            raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
+        ctx.flexible = spec.request_cls.flexible_version_q(version)
+        try:
+            result = spec.handler(self.broker, ctx, request)
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=version, client_id=header.client_id)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        if inspect.isawaitable(result):
+            return self._finish_async(ctx, spec, request, result)
+        if result is None:
+            return None
+        return self.encode(ctx, spec, result)
+
+    async def _finish_async(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, pending: Awaitable[Any]
+    ) -> bytes | None:
+        try:
+            result = await pending
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=ctx.api_version)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        if result is None:
+            return None
+        return self.encode(ctx, spec, result)
+
+    def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> bytes:
+        version = ctx.api_version
+        flexible = spec.response_cls.flexible_version_q(version)
+        body = response.encode(version=version)
+        head = response_header(ctx.header.correlation_id, spec.key, flexible)
+        return _SIZE.pack(len(head) + len(body)) + head + body
+
+    def _error(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, code: int, message: str | None
+    ) -> bytes:
+        if spec.error_response is None:
+            raise CloseConnection(f"{spec.name} failed with {ErrorCode(code).name}: {message}")
+        return self.encode(ctx, spec, spec.error_response(request, ctx.api_version, code, message))
+
+    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: memoryview) -> bytes:
+        version = ctx.api_version
+        if spec.key == ApiKey.ApiVersions:
+            # Answer in v0 so that any client can read the versions we do serve.
+            ctx.api_version = 0
+            return self.encode(ctx, spec, self.table.api_versions_error(ErrorCode.UNSUPPORTED_VERSION))
+        schema_max = spec.request_cls.max_version
+        if version < 0 or version > schema_max or spec.error_response is None:
+            raise CloseConnection(
+                f"{spec.name} v{version} is not supported (served: v{spec.min_version}-v{spec.max_version})"
+            )
+        try:
+            body_at = ctx.header.body_offset
+            if spec.request_cls.flexible_version_q(version):
+                body_at = skip_tagged_fields(buf, body_at)
+            request = spec.request_cls.decode(buf[body_at:], version=version)
+        except Exception as e:
+            raise CloseConnection(f"cannot decode {spec.name} v{version}: {e!r}") from e
+        return self._error(ctx, spec, request, ErrorCode.UNSUPPORTED_VERSION, None)

@@ -1,0 +1,236 @@
+"""The network layer: listeners, connections, frames, in-order responses.
+
+Each connection is an asyncio Protocol. Frames are cut from the byte stream as they arrive
+and dispatched at once, so many requests of one connection are in flight together; their
+responses are written strictly in request order (clients match them by order as well as by
+correlation id). Responses that are ready together go out in one write. A connection with too
+much in flight, or whose peer does not read, stops being read until it catches up.
+
+A frame larger than ``socket.request.max.bytes``, a negative size, or a request that cannot be
+parsed closes that connection, with a warning naming the peer; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from collections import deque
+from typing import Any
+
+import structlog
+
+from kcoord.broker.dispatcher import CloseConnection, Dispatcher
+from kcoord.config import Endpoint
+
+log = structlog.get_logger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 512  # per connection, before reading pauses
+_ids = itertools.count(1)
+
+
+class _Pending:
+    """A response slot: filled by a task, written when everything before it was written."""
+
+    __slots__ = ("data", "done")
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+        self.done = False
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.dispatcher = server.dispatcher
+        self.max_frame = server.max_frame_bytes
+        self.id = next(_ids)
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = "unknown"
+        self.peer = "unknown"
+        self._buf = bytearray()
+        self._queue: deque[_Pending] = deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._paused_reading = False
+        self._writing_paused = False
+        self._closing = False
+
+    # --- asyncio.Protocol --------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_host = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.server.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        self.server.on_connection_closed(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        out: list[bytes] = []
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                self._abort(f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)")
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            try:
+                result = self.dispatcher.dispatch(frame, self)
+            except CloseConnection as e:
+                self._write(out)
+                self._abort(str(e))
+                return
+            if result is None:
+                continue
+            if isinstance(result, bytes):
+                if self._queue:
+                    slot = _Pending()
+                    slot.data, slot.done = result, True
+                    self._queue.append(slot)
+                else:
+                    out.append(result)
+                continue
+            # An awaitable: reserve the response's place in line.
+            self._write(out)
+            out = []
+            slot = _Pending()
+            self._queue.append(slot)
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._completed(t, s))
+        if pos:
+            del buf[:pos]
+        self._write(out)
+        self._update_reading()
+
+    # --- responses -------------------------------------------------------------------------
+    def _completed(self, task: asyncio.Task[Any], slot: _Pending) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            if isinstance(exc, CloseConnection):
+                self._abort(str(exc))
+            else:
+                log.error("request failed", peer=self.peer, error=repr(exc))
+                self._abort("internal error")
+            return
+        slot.data = task.result()
+        slot.done = True
+        out = []
+        while self._queue and self._queue[0].done:
+            data = self._queue.popleft().data
+            if data is not None:
+                out.append(data)
+        self._write(out)
+        self._update_reading()
+
+    def _write(self, out: list[bytes]) -> None:
+        if out and self.transport is not None and not self._closing:
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closing:
+            return
+        should_pause = self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
+        if should_pause and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+        elif not should_pause and self._paused_reading and not self.server.stopping:
+            self.transport.resume_reading()
+            self._paused_reading = False
+
+    def _abort(self, reason: str) -> None:
+        if self._closing:
+            return
+        log.warning("closing connection", peer=self.peer, listener=self.listener, reason=reason)
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- shutdown ----------------------------------------------------------------------------
+    def stop_reading(self) -> None:
+        if self.transport is not None and not self._paused_reading and not self._closing:
+            self.transport.pause_reading()
+            self._paused_reading = True
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def close(self) -> None:
+        if self.transport is not None and not self._closing:
+            self._closing = True
+            self.transport.close()
+
+
+class KafkaServer:
+    def __init__(self, dispatcher: Dispatcher, endpoints: list[Endpoint], max_frame_bytes: int) -> None:
+        self.dispatcher = dispatcher
+        self.endpoints = endpoints
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: set[KafkaConnection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+        self.stopping = False
+        self._servers: list[asyncio.Server] = []
+        self._close_listeners: list[Any] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for ep in self.endpoints:
+            host = ep.host or "0.0.0.0"
+            srv = await loop.create_server(
+                lambda name=ep.name: KafkaConnection(self, name), host, ep.port, reuse_address=True
+            )
+            self._servers.append(srv)
+            sock = srv.sockets[0].getsockname()
+            self.bound[ep.name] = (host, sock[1])
+            log.info("listening", listener=ep.name, host=host, port=sock[1])
+
+    def on_connection_closed(self, conn: KafkaConnection) -> None:
+        for cb in self._close_listeners:
+            cb(conn)
+
+    def add_close_listener(self, cb: Any) -> None:
+        self._close_listeners.append(cb)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish and their responses go out."""
+        self.stopping = True
+        for srv in self._servers:
+            srv.close()
+        for conn in list(self.connections):
+            conn.stop_reading()
+        drains = [conn.drain() for conn in list(self.connections)]
+        if drains:
+            await asyncio.wait_for(asyncio.gather(*drains, return_exceptions=True), grace_s)
+        await asyncio.sleep(0)  # let completion callbacks write their responses
+        for conn in list(self.connections):
+            conn.close()
+        for srv in self._servers:
+            await srv.wait_closed()

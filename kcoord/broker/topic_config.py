@@ -1,0 +1,215 @@
+"""Topic-level configs: Kafka's names, types and defaults (LogConfig / TopicConfig).
+
+Every Kafka topic config can be described. Configs kcoord acts on can be set to any valid
+value; the others (replication, tiered storage, compression re-encoding, ...) accept only
+their default, so that a client is told clearly instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kcoord.config import BrokerConfig
+
+# DescribeConfigs config_type values (ConfigResource.Type / ConfigEntry.ConfigType).
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 4, 5, 6, 7
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    config_type: int
+    default: Callable[[BrokerConfig], str]
+    honoured: bool
+    doc: str
+    synonym: str | None = None  # the broker config that supplies the default
+    choices: tuple[str, ...] | None = None
+
+
+def _const(v: object) -> Callable[[BrokerConfig], str]:
+    s = str(v).lower() if isinstance(v, bool) else str(v)
+    return lambda _cfg: s
+
+
+def _c(
+    name: str,
+    t: int,
+    default: object,
+    honoured: bool,
+    doc: str,
+    synonym: str | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> TopicConfigDef:
+    fn = default if callable(default) else _const(default)
+    return TopicConfigDef(name, t, fn, honoured, doc, synonym, choices)
+
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in [
+        _c(
+            "cleanup.policy",
+            TYPE_LIST,
+            "delete",
+            True,
+            "delete or compact.",
+            "log.cleanup.policy",
+            ("delete", "compact", "delete,compact", "compact,delete"),
+        ),
+        _c(
+            "compression.type",
+            TYPE_STRING,
+            "producer",
+            False,
+            "Batches are stored as produced.",
+            "compression.type",
+        ),
+        _c("compression.gzip.level", TYPE_INT, -1, False, "Unused: no re-compression."),
+        _c("compression.lz4.level", TYPE_INT, 9, False, "Unused: no re-compression."),
+        _c("compression.zstd.level", TYPE_INT, 3, False, "Unused: no re-compression."),
+        _c(
+            "delete.retention.ms",
+            TYPE_LONG,
+            lambda c: str(c.log_cleaner_delete_retention_ms),
+            True,
+            "Keep tombstones this long when compacting.",
+            "log.cleaner.delete.retention.ms",
+        ),
+        _c("file.delete.delay.ms", TYPE_LONG, 60000, False, "Files are deleted at once."),
+        _c("flush.messages", TYPE_LONG, LONG_MAX, False, "See log.flush.policy."),
+        _c("flush.ms", TYPE_LONG, LONG_MAX, False, "See log.flush.policy."),
+        _c("follower.replication.throttled.replicas", TYPE_LIST, "", False, "No replication."),
+        _c(
+            "index.interval.bytes",
+            TYPE_INT,
+            lambda c: str(c.log_index_interval_bytes),
+            True,
+            "Bytes between offset-index entries.",
+            "log.index.interval.bytes",
+        ),
+        _c("leader.replication.throttled.replicas", TYPE_LIST, "", False, "No replication."),
+        _c("local.retention.bytes", TYPE_LONG, -2, False, "No tiered storage."),
+        _c("local.retention.ms", TYPE_LONG, -2, False, "No tiered storage."),
+        _c("max.compaction.lag.ms", TYPE_LONG, LONG_MAX, False, "Compaction runs on its own schedule."),
+        _c(
+            "max.message.bytes",
+            TYPE_INT,
+            lambda c: str(c.message_max_bytes),
+            True,
+            "Largest record batch accepted.",
+            "message.max.bytes",
+        ),
+        _c(
+            "message.timestamp.after.max.ms",
+            TYPE_LONG,
+            3600000,
+            True,
+            "Reject batches whose timestamp is this far in the future.",
+        ),
+        _c(
+            "message.timestamp.before.max.ms",
+            TYPE_LONG,
+            LONG_MAX,
+            True,
+            "Reject batches whose timestamp is this far in the past.",
+        ),
+        _c(
+            "message.timestamp.type",
+            TYPE_STRING,
+            lambda c: c.log_message_timestamp_type,
+            True,
+            "CreateTime or LogAppendTime.",
+            "log.message.timestamp.type",
+            ("CreateTime", "LogAppendTime"),
+        ),
+        _c("min.cleanable.dirty.ratio", TYPE_DOUBLE, 0.5, False, "Compaction runs on its own schedule."),
+        _c("min.compaction.lag.ms", TYPE_LONG, 0, False, "Compaction runs on its own schedule."),
+        _c("min.insync.replicas", TYPE_INT, 1, False, "One broker: one replica."),
+        _c("preallocate", TYPE_BOOLEAN, False, False, "Segments are not preallocated."),
+        _c("remote.storage.enable", TYPE_BOOLEAN, False, False, "No tiered storage."),
+        _c("remote.log.copy.disable", TYPE_BOOLEAN, False, False, "No tiered storage."),
+        _c("remote.log.delete.on.disable", TYPE_BOOLEAN, False, False, "No tiered storage."),
+        _c(
+            "retention.bytes",
+            TYPE_LONG,
+            lambda c: str(c.log_retention_bytes),
+            True,
+            "Delete old segments beyond this size.",
+            "log.retention.bytes",
+        ),
+        _c(
+            "retention.ms",
+            TYPE_LONG,
+            lambda c: str(c.effective_log_retention_ms),
+            True,
+            "Delete segments older than this.",
+            "log.retention.ms",
+        ),
+        _c(
+            "segment.bytes",
+            TYPE_INT,
+            lambda c: str(c.log_segment_bytes),
+            True,
+            "Roll segments at this size.",
+            "log.segment.bytes",
+        ),
+        _c("segment.index.bytes", TYPE_INT, 10485760, False, "Indexes grow as needed."),
+        _c("segment.jitter.ms", TYPE_LONG, 0, False, "No roll jitter."),
+        _c(
+            "segment.ms",
+            TYPE_LONG,
+            lambda c: str(c.effective_log_roll_ms),
+            True,
+            "Roll segments this old.",
+            "log.roll.ms",
+        ),
+        _c("unclean.leader.election.enable", TYPE_BOOLEAN, False, False, "One broker: one leader."),
+    ]
+}
+
+
+class InvalidTopicConfig(ValueError):
+    pass
+
+
+def _check_type(d: TopicConfigDef, value: str) -> None:
+    try:
+        if d.config_type in (TYPE_INT, TYPE_LONG, TYPE_SHORT):
+            int(value)
+        elif d.config_type == TYPE_DOUBLE:
+            float(value)
+        elif d.config_type == TYPE_BOOLEAN and value.lower() not in ("true", "false"):
+            raise ValueError
+    except ValueError:
+        raise InvalidTopicConfig(f"invalid value {value!r} for {d.name}") from None
+    if d.choices is not None and value not in d.choices:
+        raise InvalidTopicConfig(f"invalid value {value!r} for {d.name}: one of {', '.join(d.choices)}")
+
+
+def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig) -> dict[str, str]:
+    """Check user-set topic configs; returns the ones to store (null values dropped)."""
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise InvalidTopicConfig(f"Unknown topic config name: {name}")
+        if value is None:
+            continue
+        _check_type(d, value)
+        if not d.honoured and value != d.default(broker):
+            raise InvalidTopicConfig(
+                f"kcoord does not implement {name}; only its default {d.default(broker)!r} is accepted"
+            )
+        if name == "segment.bytes" and int(value) < 1048576:
+            raise InvalidTopicConfig("Invalid value for segment.bytes: must be at least 1048576")
+        out[name] = value
+    return out
+
+
+def effective(name: str, topic_configs: dict[str, str], broker: BrokerConfig) -> str:
+    if name in topic_configs:
+        return topic_configs[name]
+    return TOPIC_CONFIGS[name].default(broker)

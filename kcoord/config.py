@@ -1,0 +1,206 @@
+"""Broker configuration under Kafka's own config names.
+
+Every setting is a field of :class:`BrokerConfig` whose Kafka name is the field name with
+underscores turned into dots (``log_dirs`` <-> ``log.dirs``). The same name is used in a TOML
+file (``log.dirs = "..."`` or nested tables), as an environment variable (``KCOORD_LOG_DIRS``)
+and as a flag (``--log-dirs``). Precedence: flag > environment > file > default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ENV_PREFIX = "KCOORD_"
+
+
+def kafka_name(field_name: str) -> str:
+    return field_name.replace("_", ".")
+
+
+def field_name(kafka: str) -> str:
+    return kafka.replace(".", "_").replace("-", "_")
+
+
+class BrokerConfig(BaseModel):
+    """All settings with Kafka's names and defaults (kcoord-only settings say so)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- identity and listeners -----------------------------------------------------------
+    node_id: int = Field(1, description="This broker's id, reported in Metadata and FindCoordinator.")
+    listeners: str = Field(
+        "PLAINTEXT://127.0.0.1:9092",
+        description="Comma-separated NAME://host:port listeners to bind (port 0 picks a free port).",
+    )
+    advertised_listeners: str | None = Field(
+        None,
+        description="NAME://host:port per listener as clients should reach it; default: listeners.",
+    )
+    listener_security_protocol_map: str = Field(
+        "PLAINTEXT:PLAINTEXT",
+        description="NAME:PROTOCOL pairs; only PLAINTEXT is implemented (see SKIPPED.md).",
+    )
+    socket_request_max_bytes: int = Field(
+        104857600, description="Largest request frame accepted; larger frames close the connection."
+    )
+
+    # --- storage ------------------------------------------------------------------------
+    log_dirs: str = Field("./kcoord-data", description="Directory holding every log.")
+    log_flush_policy: Literal["always", "interval", "os"] = Field(
+        "always",
+        description=(
+            "kcoord: when appended data is fsynced. always = before acknowledging (concurrent "
+            "writers share one fsync); interval = every log.flush.interval.ms; os = never "
+            "explicitly."
+        ),
+    )
+    log_flush_interval_ms: int = Field(1000, description="fsync period under log.flush.policy=interval.")
+    log_segment_bytes: int = Field(1073741824, description="Roll a segment once it reaches this size.")
+    log_roll_ms: int | None = Field(None, description="Roll a segment this old; default log.roll.hours.")
+    log_roll_hours: int = Field(168, description="Roll a segment this old (hours).")
+    log_retention_ms: int | None = Field(
+        None, description="Delete segments older than this (-1: never); default log.retention.hours."
+    )
+    log_retention_hours: int = Field(168, description="Delete segments older than this (hours).")
+    log_retention_bytes: int = Field(-1, description="Delete old segments beyond this size (-1: no limit).")
+    log_retention_check_interval_ms: int = Field(300000, description="How often retention runs.")
+    log_index_interval_bytes: int = Field(4096, description="Bytes between offset-index entries.")
+    log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
+        "CreateTime", description="Default message.timestamp.type of new topics."
+    )
+    message_max_bytes: int = Field(
+        1048588, description="Largest record batch accepted (default max.message.bytes)."
+    )
+
+    # --- topics -------------------------------------------------------------------------
+    auto_create_topics_enable: bool = Field(True, description="Create unknown topics on Metadata/Produce.")
+    num_partitions: int = Field(1, description="Partitions of auto-created topics.")
+    default_replication_factor: int = Field(1, description="Only 1 is possible on one broker.")
+
+    # --- fetch sessions and producers ------------------------------------------------------
+    max_incremental_fetch_session_cache_slots: int = Field(
+        1000, description="Incremental fetch sessions kept at once (0 refuses them)."
+    )
+    producer_id_expiration_ms: int = Field(
+        86400000, description="Forget an idempotent producer's state after this long without writes."
+    )
+
+    # --- coordinator (groups and offsets) -----------------------------------------------------
+    offsets_topic_num_partitions: int = Field(50, description="Coordinator partitions of __consumer_offsets.")
+    offsets_retention_minutes: int = Field(10080, description="KIP-211 offset retention.")
+    offsets_retention_check_interval_ms: int = Field(600000, description="How often offsets expire.")
+    offset_metadata_max_bytes: int = Field(4096, description="Largest committed metadata string.")
+    group_min_session_timeout_ms: int = Field(6000, description="Smallest session timeout accepted.")
+    group_max_session_timeout_ms: int = Field(1800000, description="Largest session timeout accepted.")
+    group_initial_rebalance_delay_ms: int = Field(
+        3000, description="Wait for more joiners of an empty group."
+    )
+    group_max_size: int = Field(2147483647, description="Most members of one classic group.")
+    log_cleaner_delete_retention_ms: int = Field(
+        86400000, description="Keep tombstones this long when compacting."
+    )
+
+    @field_validator("node_id")
+    @classmethod
+    def _non_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must be >= 0")
+        return v
+
+    @field_validator("socket_request_max_bytes", "log_segment_bytes", "message_max_bytes")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+    # --- derived values (Kafka's precedence between the ms and hours forms) ---------------------
+    @property
+    def effective_log_roll_ms(self) -> int:
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
+
+    @property
+    def effective_log_retention_ms(self) -> int:
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        return self.log_retention_hours * 3_600_000
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.log_dirs)
+
+    def listener_endpoints(self) -> list[Endpoint]:
+        return parse_listeners(self.listeners)
+
+    def advertised_endpoints(self) -> list[Endpoint]:
+        bound = self.listener_endpoints()
+        if not self.advertised_listeners:
+            return bound
+        advertised = {e.name: e for e in parse_listeners(self.advertised_listeners)}
+        return [advertised.get(e.name, e) for e in bound]
+
+    def kafka_items(self) -> dict[str, Any]:
+        """Every setting under its Kafka name (DescribeConfigs on the broker resource)."""
+        return {kafka_name(k): v for k, v in self.model_dump().items()}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(spec: str) -> list[Endpoint]:
+    endpoints = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, rest = part.partition("://")
+        if not sep:
+            raise ValueError(f"listener {part!r} is not NAME://host:port")
+        host, colon, port = rest.rpartition(":")
+        if not colon or not port.isdigit():
+            raise ValueError(f"listener {part!r} has no port")
+        host = host.strip("[]")
+        endpoints.append(Endpoint(name.upper(), host, int(port)))
+    if not endpoints:
+        raise ValueError("no listeners given")
+    names = [e.name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ValueError(f"listener names repeat: {spec!r}")
+    return endpoints
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file; dotted keys and nested tables both map to Kafka names."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, dict):
+                walk(name, value)
+            else:
+                flat[name] = value
+
+    walk("", raw)
+    return {field_name(k): v for k, v in flat.items()}
+
+
+def build_config(file_values: dict[str, Any], overrides: dict[str, Any]) -> BrokerConfig:
+    """Defaults <- file <- overrides (env and flags, already merged by the CLI)."""
+    values = dict(file_values)
+    values.update(overrides)
+    return BrokerConfig(**values)

@@ -1,0 +1,90 @@
+"""Frames and headers: the bytes around every request and response.
+
+A frame is an int32 size followed by that many bytes. A request starts with the request
+header (v1: api_key, api_version, correlation_id, client_id; v2 adds tagged fields when the
+API version is flexible). A response starts with the correlation id (header v0), plus empty
+tagged fields (header v1) for flexible versions, except ApiVersions which always uses v0 so
+that a client can read the answer before it knows which versions the broker speaks.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+
+_FIXED = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+FRAME_SIZE = _I32
+
+
+class MalformedRequest(ValueError):
+    """The bytes cannot be a Kafka request; the connection is closed."""
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int  # where the header's fixed part and client id end
+
+
+def parse_request_header(buf: memoryview) -> RequestHeader:
+    """Parse the part of the header that every header version shares.
+
+    Tagged fields (header v2) are skipped separately by :func:`skip_tagged_fields` once the
+    caller knows whether the API version is flexible.
+    """
+    if len(buf) < 10:
+        raise MalformedRequest(f"request of {len(buf)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _FIXED.unpack_from(buf, 0)
+    (n,) = _I16.unpack_from(buf, 8)
+    pos = 10
+    if n < 0:
+        client_id = None
+    else:
+        if pos + n > len(buf):
+            raise MalformedRequest("client_id runs past the end of the request")
+        try:
+            client_id = bytes(buf[pos : pos + n]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedRequest("client_id is not UTF-8") from e
+        pos += n
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise MalformedRequest("varint runs past the end of the request")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("varint longer than 5 bytes")
+
+
+def skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise MalformedRequest("tagged field runs past the end of the request")
+    return pos
+
+
+def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
+    if flexible and api_key != ApiKey.ApiVersions:
+        return _I32.pack(correlation_id) + b"\x00"
+    return _I32.pack(correlation_id)

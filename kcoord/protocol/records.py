@@ -1,0 +1,189 @@
+"""Record batches, message format v2 (magic 2), as stored on disk and sent over the wire.
+
+Only the batch header is parsed on the hot path; record-level decoding (timestamps of
+individual records, keys, values) goes through kafka-python's ``DefaultRecordBatch``.
+
+Layout of the 61-byte header::
+
+    0  baseOffset int64       8  batchLength int32    12 partitionLeaderEpoch int32
+    16 magic int8             17 crc uint32 (CRC32C of bytes 21..end)
+    21 attributes int16       23 lastOffsetDelta int32 27 baseTimestamp int64
+    35 maxTimestamp int64     43 producerId int64     51 producerEpoch int16
+    53 baseSequence int32     57 recordsCount int32   61 records...
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+from kafka.record.default_records import DefaultRecordBatch
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08  # set: LogAppendTime
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+
+
+class InvalidBatch(ValueError):
+    """A batch that must be refused; ``corrupt`` picks CORRUPT_MESSAGE over INVALID_RECORD."""
+
+    def __init__(self, message: str, corrupt: bool = True) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    position: int  # where the batch starts in the buffer it was read from
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id != NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < HEADER_SIZE:
+        raise InvalidBatch(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
+    return BatchHeader(pos, *_HEADER.unpack_from(buf, pos))
+
+
+def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+
+
+def iter_headers(buf: bytes | bytearray | memoryview, *, partial_ok: bool = False) -> Iterator[BatchHeader]:
+    """Headers of the consecutive batches in ``buf``.
+
+    With ``partial_ok`` a truncated final batch ends the iteration silently (log recovery and
+    fetch responses cut at a size limit); otherwise it raises :class:`InvalidBatch`.
+    """
+    pos, end = 0, len(buf)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            if partial_ok:
+                return
+            raise InvalidBatch("trailing bytes shorter than a batch header")
+        h = read_header(buf, pos)
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise InvalidBatch(f"batch length {h.batch_length} is shorter than a v2 header")
+        if pos + h.size > end:
+            if partial_ok:
+                return
+            raise InvalidBatch("batch runs past the end of the records")
+        yield h
+        pos += h.size
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, h: BatchHeader) -> None:
+    """The checks Kafka's LogValidator makes of a v2 batch from a producer."""
+    if h.magic != 2:
+        raise InvalidBatch(
+            f"message format v{h.magic} is not supported (Kafka 4 accepts v2 only)", corrupt=False
+        )
+    if crc_of(buf, h.position, h.size) != h.crc:
+        raise InvalidBatch("CRC32C mismatch")
+    if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+        raise InvalidBatch(
+            f"{h.records_count} records but lastOffsetDelta {h.last_offset_delta}", corrupt=False
+        )
+    if h.is_control:
+        raise InvalidBatch("clients may not produce control batches", corrupt=False)
+
+
+def assign_offset(buf: bytearray, pos: int, base_offset: int, leader_epoch: int = 0) -> None:
+    """Stamp the broker-assigned base offset and leader epoch (neither is covered by the CRC)."""
+    _I64.pack_into(buf, pos, base_offset)
+    _I32.pack_into(buf, pos + 12, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+    """Make a batch LogAppendTime: its max timestamp becomes the append time (CRC redone)."""
+    (attrs,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)
+    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attrs | ATTR_TIMESTAMP_TYPE)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc_of(buf, pos, size))
+
+
+def first_offset_at_or_after(
+    batch: bytes | memoryview, h: BatchHeader, timestamp: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of the batch with timestamp >= ``timestamp``."""
+    if h.attributes & ATTR_TIMESTAMP_TYPE:
+        # LogAppendTime: every record carries the batch's max timestamp.
+        return (h.base_offset, h.max_timestamp) if h.max_timestamp >= timestamp else None
+    if h.max_timestamp < timestamp:
+        return None
+    for record in DefaultRecordBatch(bytes(batch)):
+        if record.timestamp >= timestamp:
+            return record.offset, record.timestamp
+    return None
+
+
+def max_timestamp_offset(batch: bytes | memoryview, h: BatchHeader) -> int:
+    """Offset of the record holding the batch's max timestamp (the first one, as Kafka picks)."""
+    if h.attributes & ATTR_TIMESTAMP_TYPE:
+        return h.base_offset
+    for record in DefaultRecordBatch(bytes(batch)):
+        if record.timestamp == h.max_timestamp:
+            return record.offset
+    return h.last_offset

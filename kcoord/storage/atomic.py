@@ -1,0 +1,23 @@
+"""Small metadata files replaced atomically (topics.json, meta.properties, ...)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -1,0 +1,357 @@
+"""A partition's append-only segmented log, in Kafka's on-disk layout.
+
+The log stores v2 record batches as received, stamping broker-assigned offsets into them.
+It knows bytes, offsets and timestamps; nothing about topics, producers or groups. The
+coordinator logs use the same class.
+
+``log_end_offset`` is the next offset to assign; ``high_watermark`` is what readers may see:
+under ``log.flush.policy=always`` only what an fsync covered, otherwise everything appended.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from kcoord.protocol import records
+from kcoord.protocol.records import BatchHeader
+from kcoord.storage.flush import Flusher
+from kcoord.storage.segment import Segment
+
+log = structlog.get_logger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+class OffsetOutOfRange(Exception):
+    pass
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    roll_ms: int = 7 * 24 * 3_600_000
+    retention_ms: int = 7 * 24 * 3_600_000  # -1: keep forever
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, flusher: Flusher) -> None:
+        self.directory = directory
+        self.config = config
+        self.flusher = flusher
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.flushed_offset = 0
+        self.high_watermark = 0
+        self._unsynced: list[Segment] = []
+        self.hw_listeners: list[Callable[[int], None]] = []
+        self.closed = False
+
+    # --- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, flusher: Flusher, unclean: bool = True) -> Log:
+        """Open (or create) the log in ``directory``.
+
+        The active segment's batches are always CRC-checked and a torn tail is cut off; after an
+        unclean shutdown the segment before it is checked too (it may have rolled just before
+        the crash, before its fsync).
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config, flusher)
+        for stray in directory.glob("*.cleaned"):
+            stray.unlink()
+        bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        if not bases:
+            bases = [0]
+        n = len(bases)
+        for i, base in enumerate(bases):
+            seg = Segment(directory, base, config.index_interval_bytes)
+            recover = i == n - 1 or (unclean and i == n - 2)
+            seg.load(recover=recover)
+            seg.persist_indexes(keep_open=i == n - 1)
+            self.segments.append(seg)
+        # Segments after a corrupt point would leave an offset hole; Kafka drops them too.
+        for i in range(1, len(self.segments)):
+            if self.segments[i].base_offset < self.segments[i - 1].next_offset:
+                for seg in self.segments[i:]:
+                    log.warning("deleting segment after corrupt data", segment=str(seg.path))
+                    seg.delete()
+                del self.segments[i:]
+                break
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = self.segments[0].base_offset
+        self.flushed_offset = self.log_end_offset
+        self.high_watermark = self.log_end_offset
+        return self
+
+    # --- offsets -----------------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- appending ---------------------------------------------------------------------------
+    def append(
+        self,
+        data: bytearray,
+        headers: list[BatchHeader],
+        now_ms: int,
+        log_append_time: bool = False,
+    ) -> AppendInfo:
+        """Assign offsets to validated batches in ``data`` (modified in place) and write them."""
+        if self.closed:
+            raise RuntimeError(f"log {self.directory} is closed")
+        size = len(data)
+        incoming_ts = max(h.max_timestamp for h in headers)
+        if self._should_roll(size, incoming_ts, now_ms):
+            self.roll()
+        first = offset = self.log_end_offset
+        for h in headers:
+            records.assign_offset(data, h.position, offset)
+            h.base_offset = offset
+            if log_append_time:
+                records.set_log_append_time(data, h.position, h.size, now_ms)
+                h.max_timestamp = now_ms
+                h.attributes |= records.ATTR_TIMESTAMP_TYPE
+            offset = h.next_offset
+        self.active.append(data, headers)
+        if not self.flusher.waits_for_disk:
+            self._advance_hw(self.log_end_offset)
+        return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+
+    def append_with_offsets(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+        """Write batches whose offsets are already set (the cleaner's output)."""
+        if headers and headers[0].base_offset < self.log_end_offset:
+            raise ValueError("offsets must not go backwards")
+        self.active.append(data, headers)
+
+    def _should_roll(self, incoming: int, incoming_ts: int, now_ms: int) -> bool:
+        seg = self.active
+        if seg.size == 0:
+            return False
+        if seg.size + incoming > self.config.segment_bytes:
+            return True
+        first_ts = seg.first_batch_timestamp
+        waited = incoming_ts - first_ts if first_ts is not None and first_ts >= 0 else 0
+        return waited > self.config.roll_ms
+
+    def roll(self) -> Segment:
+        """Close the active segment for appends and start a new one at the log end."""
+        old = self.active
+        if old.size == 0:
+            return old
+        old.close_indexes()
+        self._unsynced.append(old)
+        seg = Segment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        seg.load(recover=False)
+        seg.persist_indexes(keep_open=True)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        # Rolled segments are fsynced whatever the policy, as Kafka flushes on roll.
+        self.flusher.mark_dirty(self, urgent=True)
+        return seg
+
+    # --- durability --------------------------------------------------------------------------
+    def take_unsynced_segments(self) -> list[Segment]:
+        out, self._unsynced = self._unsynced, []
+        out.append(self.active)
+        return out
+
+    def sync(self) -> None:
+        for seg in self.take_unsynced_segments():
+            seg.fsync()
+
+    def mark_flushed(self, end_offset: int) -> None:
+        if end_offset > self.flushed_offset:
+            self.flushed_offset = end_offset
+        if self.flusher.waits_for_disk:
+            self._advance_hw(min(end_offset, self.log_end_offset))
+
+    def _advance_hw(self, offset: int) -> None:
+        if offset > self.high_watermark:
+            self.high_watermark = offset
+            for listener in self.hw_listeners:
+                listener(offset)
+
+    # --- reading -----------------------------------------------------------------------------
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> bytes:
+        """Whole batches starting with the one that holds ``offset``, below ``max_offset``.
+
+        At most ``max_bytes``, except that the first batch is returned whole even if it is
+        larger (KIP-74) when ``min_one``. Reads stay within one segment, as in Kafka.
+        """
+        if max_offset is None:
+            max_offset = self.high_watermark
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        if offset >= max_offset:
+            return b""
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos = seg.position_of(offset)
+            if pos is not None:
+                return self._read_batches(seg, pos, max_bytes, max_offset, min_one)
+            i += 1  # offset fell in a gap left by compaction: continue with the next segment
+        return b""
+
+    @staticmethod
+    def _read_batches(seg: Segment, pos: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes:
+        data = seg.read(pos, max(max_bytes, records.HEADER_SIZE))
+        end = 0
+        for h in records.iter_headers(data, partial_ok=True):
+            if h.base_offset >= max_offset or h.position + h.size > max_bytes:
+                break
+            end = h.position + h.size
+        if end == 0 and min_one:
+            h = records.read_header(data)
+            if h.base_offset < max_offset:
+                return data if len(data) == h.size else seg.read(pos, h.size)
+            return b""
+        return data[:end] if end < len(data) else data
+
+    def batches(
+        self, start_offset: int = 0, max_offset: int | None = None
+    ) -> list[tuple[BatchHeader, bytes]]:
+        """Every batch from ``start_offset`` (for replay and the cleaner), read segment by segment."""
+        out = []
+        end = self.log_end_offset if max_offset is None else max_offset
+        for seg in self.segments[self._segment_index(start_offset) :]:
+            if seg.size == 0:
+                continue
+            data = seg.read(0, seg.size)
+            for h in records.iter_headers(data, partial_ok=True):
+                if h.last_offset < start_offset:
+                    continue
+                if h.base_offset >= end:
+                    return out
+                out.append((h, data[h.position : h.position + h.size]))
+        return out
+
+    def offset_for_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, below max_offset."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp or seg.size == 0:
+                continue
+            start = seg.time_index.lookup(timestamp)
+            pos = seg.position_of(max(start, seg.base_offset)) or 0
+            for h in seg.headers_from(pos):
+                if h.base_offset >= max_offset:
+                    return None
+                if h.max_timestamp >= timestamp:
+                    found = records.first_offset_at_or_after(seg.read(h.position, h.size), h, timestamp)
+                    if found is not None and found[0] < max_offset:
+                        return found
+        return None
+
+    def offset_of_max_timestamp(self, max_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            if seg.size == 0:
+                continue
+            for h in seg.headers_from(0):
+                if h.base_offset >= max_offset:
+                    break
+                if best is None or h.max_timestamp > best[1]:
+                    batch = seg.read(h.position, h.size)
+                    best = (records.max_timestamp_offset(batch, h), h.max_timestamp)
+        return best
+
+    # --- retention ---------------------------------------------------------------------------
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete whole segments past log.retention.ms / log.retention.bytes; returns how many."""
+        doomed = 0
+        cfg = self.config
+        if cfg.retention_ms >= 0:
+            for seg in self.segments:
+                if seg.size == 0 or now_ms - seg.max_timestamp <= cfg.retention_ms:
+                    break
+                doomed += 1
+        if cfg.retention_bytes >= 0:
+            excess = self.size_bytes - cfg.retention_bytes
+            by_size = 0
+            for seg in self.segments:
+                if seg.size == 0 or excess - seg.size < 0:
+                    break
+                excess -= seg.size
+                by_size += 1
+            doomed = max(doomed, by_size)
+        # Never delete unflushed data readers cannot see yet.
+        while doomed and self.segments[doomed - 1].next_offset > self.high_watermark:
+            doomed -= 1
+        if not doomed:
+            return 0
+        if doomed == len(self.segments):
+            self.roll()
+        return self.delete_oldest_segments(doomed)
+
+    def delete_oldest_segments(self, count: int) -> int:
+        count = min(count, len(self.segments) - 1)
+        for seg in self.segments[:count]:
+            log.info("deleting segment", segment=str(seg.path), reason="retention")
+            seg.delete()
+            if seg in self._unsynced:
+                self._unsynced.remove(seg)
+        del self.segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        return count
+
+    def replace_segments(self, old: list[Segment], new: Segment) -> None:
+        """Swap cleaned data in for ``old`` (consecutive, not the active segment)."""
+        i = self.segments.index(old[0])
+        for seg in old:
+            seg.delete()
+        self.segments[i : i + len(old)] = [new]
+        self._bases = [s.base_offset for s in self.segments]
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Remove the log from disk (DeleteTopics): rename first so a crash leaves no half-log."""
+        self.close()
+        if self.directory.exists():
+            doomed = self.directory.with_name(self.directory.name + f".{os.getpid()}-delete")
+            os.rename(self.directory, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)

@@ -1,0 +1,225 @@
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from kcoord.protocol import records
+from kcoord.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch
+from kcoord.storage.index import OffsetIndex, TimeIndex
+
+log = structlog.get_logger(__name__)
+
+_SCAN_CHUNK = 1 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = directory / (segment_name(base_offset) + ".log")
+        self.index = OffsetIndex(directory / (segment_name(base_offset) + ".index"), base_offset)
+        self.time_index = TimeIndex(directory / (segment_name(base_offset) + ".timeindex"), base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = 0
+        self.next_offset = base_offset
+        self.first_batch_timestamp: int | None = None  # drives time-based rolling, as in Kafka
+        self._bytes_since_index = 0
+        self._indexes_dirty = False
+        self._pins = 0  # in-flight fsyncs; closing waits for them so the fd is never reused
+        self._close_pending = False
+
+    # --- opening ---------------------------------------------------------------------------
+    def load(self, recover: bool) -> int:
+        """Read the segment's state from disk; with ``recover`` verify every batch's CRC.
+
+        Returns the number of bytes truncated from a torn or corrupt tail.
+        """
+        self.size = os.fstat(self.fd).st_size
+        if recover:
+            valid = self._scan(verify=True)
+            truncated = self.size - valid
+            if truncated:
+                log.warning(
+                    "truncating torn log tail",
+                    segment=str(self.path),
+                    valid_bytes=valid,
+                    dropped_bytes=truncated,
+                )
+                os.ftruncate(self.fd, valid)
+                os.fsync(self.fd)
+                self.size = valid
+            self._indexes_dirty = True
+            return truncated
+        if not (
+            self.index.load(self.size) and self._tail_from_index() and self.time_index.load(self.next_offset)
+        ):
+            self._scan(verify=False)
+            self._indexes_dirty = True
+        return 0
+
+    def _tail_from_index(self) -> bool:
+        """Find next_offset by scanning from the last index entry instead of the whole file."""
+        if self.size == 0:
+            return True
+        if not self.index.positions:
+            return False
+        headers = self._headers_from(self.index.positions[-1])
+        if not headers or headers[-1].position + headers[-1].size != self.size:
+            return False
+        self.next_offset = headers[-1].next_offset
+        self.first_batch_timestamp = records.read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        return True
+
+    def _headers_from(self, position: int) -> list[BatchHeader]:
+        out = []
+        pos = position
+        while pos < self.size:
+            chunk = os.pread(self.fd, min(_SCAN_CHUNK, self.size - pos), pos)
+            consumed = 0
+            for h in records.iter_headers(chunk, partial_ok=True):
+                h.position += pos
+                out.append(h)
+                consumed = h.position - pos + h.size
+            if consumed == 0:
+                # A batch larger than the chunk: read its header alone.
+                try:
+                    h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
+                except InvalidBatch:
+                    break
+                if h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD or pos + h.size > self.size:
+                    break
+                h.position = pos
+                out.append(h)
+                consumed = h.size
+            pos += consumed
+        return out
+
+    def _scan(self, verify: bool) -> int:
+        """Rebuild indexes and offsets from the batches; returns the end of the valid prefix.
+
+        Offsets must increase from batch to batch but may have gaps (compacted logs).
+        """
+        self.index.offsets, self.index.positions = [], []
+        self.time_index.timestamps, self.time_index.offsets = [], []
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.first_batch_timestamp = None
+        pos = 0
+        while pos < self.size:
+            try:
+                h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            except InvalidBatch:
+                break
+            if (
+                h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD
+                or pos + h.size > self.size
+                or h.magic != 2
+                or h.base_offset < self.next_offset
+                or h.last_offset_delta < 0
+            ):
+                break
+            if verify and records.crc_of(os.pread(self.fd, h.size, pos), 0, h.size) != h.crc:
+                break
+            h.position = pos
+            self._index_batch(h)
+            pos += h.size
+        return pos
+
+    def persist_indexes(self, keep_open: bool) -> None:
+        """Write rebuilt indexes out; the active segment keeps them open for appends."""
+        if self._indexes_dirty or keep_open:
+            self.index.open_for_append(truncate=True)
+            self.time_index.open_for_append(truncate=True)
+            self._indexes_dirty = False
+            if not keep_open:
+                self.index.close()
+                self.time_index.close()
+
+    # --- appending -------------------------------------------------------------------------
+    def _index_batch(self, h: BatchHeader) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = h.max_timestamp
+        if h.position == 0 or self._bytes_since_index >= self.index_interval_bytes:
+            self.index.append(h.base_offset, h.position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
+        self.time_index.maybe_append(h.max_timestamp, h.base_offset)
+        self.next_offset = h.next_offset
+
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
+        """Write batches (offsets already assigned) at the end; returns their start position."""
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], start + written)
+        for h in headers:
+            h.position += start
+            self._index_batch(h)
+            h.position -= start
+        self.size += len(view)
+        return start
+
+    # --- reading ---------------------------------------------------------------------------
+    def position_of(self, offset: int) -> int | None:
+        """File position of the batch containing ``offset`` (None if past the end)."""
+        if offset >= self.next_offset:
+            return None
+        pos = self.index.lookup(offset)
+        while pos < self.size:
+            h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            if h.last_offset >= offset:
+                return pos
+            pos += h.size
+        return None
+
+    def read(self, position: int, max_bytes: int) -> bytes:
+        return os.pread(self.fd, min(max_bytes, self.size - position), position)
+
+    def headers_from(self, position: int) -> list[BatchHeader]:
+        return self._headers_from(position)
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.time_index.max_timestamp
+
+    def fsync(self) -> None:
+        if self.fd >= 0:
+            os.fdatasync(self.fd)
+
+    def pin(self) -> None:
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self._close_pending:
+            self.close()
+
+    def close(self) -> None:
+        self.index.close()
+        self.time_index.close()
+        if self._pins:
+            self._close_pending = True
+            return
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.path, self.index.path, self.time_index.path):
+            p.unlink(missing_ok=True)
+
+    def close_indexes(self) -> None:
+        """The segment stops being active: no more appends to its indexes."""
+        self.index.close()
+        self.time_index.close()
