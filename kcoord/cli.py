@@ -111,7 +111,7 @@ def log_dump(path: Path, records: bool) -> None:
     """Print the record batches of a segment file or partition directory."""
     from kcoord.storage.dump import dump_path
 
-    for line in dump_path(path, records=records):
+    for line in dump_path(path, records_too=records):
         click.echo(line)
 
 
