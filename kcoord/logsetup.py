@@ -7,8 +7,12 @@ import sys
 
 import structlog
 
+debug_enabled = False  # checked on hot paths instead of asking structlog per request
+
 
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
+    global debug_enabled
+    debug_enabled = level == "debug"
     renderer: structlog.typing.Processor
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()

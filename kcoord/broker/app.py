@@ -12,6 +12,7 @@ import structlog
 from kcoord.broker.api_table import build_table
 from kcoord.broker.dispatcher import Dispatcher
 from kcoord.broker.fetch_sessions import FetchSessionCache
+from kcoord.broker.groups.coordinator import GroupCoordinator
 from kcoord.broker.partitions import PartitionManager
 from kcoord.broker.producer_ids import ProducerIdManager
 from kcoord.broker.server import KafkaServer
@@ -32,6 +33,8 @@ class Broker:
         self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms)
         self.partitions = PartitionManager(config, self.flusher, self.clock)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        self.groups = GroupCoordinator(config, self.flusher, self.clock, self.partitions)
+        self.groups.on_failure = lambda _exc: self.fatal.set()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.table = build_table()
         self.dispatcher = Dispatcher(self, self.table)
@@ -40,6 +43,7 @@ class Broker:
         )
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()
+        self.fatal = asyncio.Event()  # set when the broker must stop (a coordinator write failed)
 
     # --- addresses -------------------------------------------------------------------------
     def advertised(self, listener: str) -> Endpoint:
@@ -59,8 +63,10 @@ class Broker:
         meta = load_or_create_meta(data_dir, self.node_id)
         self.cluster_id = meta["cluster.id"]
         self.partitions.open()
+        self.groups.open(unclean=self.partitions.unclean_start)
         self.producer_ids.open()
         self.flusher.start()
+        self.groups.start()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
         log.info(
@@ -84,7 +90,9 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.groups.stop()
         await self.flusher.stop()
+        self.groups.close()
         self.partitions.close()
         log.info("kcoord stopped")
 
@@ -102,7 +110,7 @@ class Broker:
 async def serve_until_signalled(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
-    stop = asyncio.Event()
+    stop = broker.fatal
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

@@ -8,8 +8,9 @@ Behaviour (as a Kafka broker):
 - any other API at a version the table does not serve, but that its schema describes, is
   answered with that API's error response carrying UNSUPPORTED_VERSION;
 - a body that does not decode closes the connection;
-- a handler raising :class:`KafkaError` is answered with the API's error response; any other
-  exception is logged and answered with UNKNOWN_SERVER_ERROR.
+- a handler raising :class:`KafkaError` is answered with the API's error response, one raising
+  :class:`CloseConnection` closes the connection (acks=0 Produce); any other exception is logged
+  and answered with UNKNOWN_SERVER_ERROR.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from kcoord import logsetup
 from kcoord.broker.context import RequestContext
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.frames import (
@@ -74,8 +76,19 @@ class Dispatcher:
         except Exception as e:
             raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
         ctx.flexible = spec.request_cls.flexible_version_q(version)
+        if logsetup.debug_enabled:
+            log.debug(
+                "request",
+                api=spec.name,
+                version=version,
+                client_id=header.client_id,
+                correlation_id=header.correlation_id,
+                peer=getattr(conn, "peer", None),
+            )
         try:
             result = spec.handler(self.broker, ctx, request)
+        except CloseConnection:
+            raise
         except KafkaError as e:
             return self._error(ctx, spec, request, e.code, e.message)
         except Exception as e:
@@ -92,6 +105,8 @@ class Dispatcher:
     ) -> bytes | None:
         try:
             result = await pending
+        except CloseConnection:
+            raise
         except KafkaError as e:
             return self._error(ctx, spec, request, e.code, e.message)
         except Exception as e:

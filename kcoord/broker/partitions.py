@@ -147,6 +147,8 @@ class PartitionManager:
 
     def close(self) -> None:
         for topic in self.topics.values():
+            if topic.internal:
+                continue  # their owners close them
             for p in topic.partitions:
                 p.log.close()
         (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
@@ -300,6 +302,17 @@ class PartitionManager:
             p.log.delete()
         topic.partitions.clear()
 
+    def add_internal_topic(self, name: str, topic_id: uuid.UUID, configs: dict[str, str]) -> Topic:
+        """Register a topic whose logs another component owns (``__consumer_offsets``)."""
+        topic = Topic(name, topic_id, configs, internal=True)
+        self._register(topic)
+        return topic
+
+    def add_internal_partition(self, topic: Topic, log_: Log) -> Partition:
+        part = Partition(topic, len(topic.partitions), log_)
+        topic.partitions.append(part)
+        return part
+
     def alter_topic_configs(self, topic: Topic, configs: dict[str, str]) -> None:
         topic.configs = configs
         for p in topic.partitions:
@@ -310,6 +323,8 @@ class PartitionManager:
         now = self.clock.now_ms()
         deleted = 0
         for p in self.all_partitions():
+            if p.topic.internal:
+                continue
             if effective("cleanup.policy", p.topic.configs, self.config).startswith(
                 "compact"
             ) and "delete" not in effective("cleanup.policy", p.topic.configs, self.config):

@@ -7,7 +7,8 @@ correlation id). Responses that are ready together go out in one write. A connec
 much in flight, or whose peer does not read, stops being read until it catches up.
 
 A frame larger than ``socket.request.max.bytes``, a negative size, or a request that cannot be
-parsed closes that connection, with a warning naming the peer; nothing else is affected.
+parsed closes that connection, with a warning naming the peer, once the requests before it were
+answered; nothing else is affected.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class KafkaConnection(asyncio.Protocol):
         self._paused_reading = False
         self._writing_paused = False
         self._closing = False
+        self._close_reason: str | None = None  # close once the responses still owed are written
 
     # --- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,7 +91,9 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
-                self._abort(f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)")
+                self._close_after_pending(
+                    out, f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)"
+                )
                 return
             if end - pos - 4 < size:
                 break
@@ -98,8 +102,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 result = self.dispatcher.dispatch(frame, self)
             except CloseConnection as e:
-                self._write(out)
-                self._abort(str(e))
+                self._close_after_pending(out, str(e))
                 return
             if result is None:
                 continue
@@ -145,6 +148,9 @@ class KafkaConnection(asyncio.Protocol):
             if data is not None:
                 out.append(data)
         self._write(out)
+        if self._close_reason is not None and not self._queue:
+            self._abort(self._close_reason)
+            return
         self._update_reading()
 
     def _write(self, out: list[bytes]) -> None:
@@ -155,7 +161,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.writelines(out)
 
     def _update_reading(self) -> None:
-        if self.transport is None or self._closing:
+        if self.transport is None or self._closing or self._close_reason is not None:
             return
         should_pause = self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
         if should_pause and not self._paused_reading:
@@ -164,6 +170,20 @@ class KafkaConnection(asyncio.Protocol):
         elif not should_pause and self._paused_reading and not self.server.stopping:
             self.transport.resume_reading()
             self._paused_reading = False
+
+    def _close_after_pending(self, out: list[bytes], reason: str) -> None:
+        """A frame that cannot be served: close the connection, but first answer the requests
+        that came before it, as Kafka does (it reads a connection's next request only after
+        answering the previous one)."""
+        self._write(out)
+        self._buf.clear()
+        if not self._queue:
+            self._abort(reason)
+            return
+        self._close_reason = reason
+        if self.transport is not None and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
 
     def _abort(self, reason: str) -> None:
         if self._closing:

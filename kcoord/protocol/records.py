@@ -187,3 +187,100 @@ def max_timestamp_offset(batch: bytes | memoryview, h: BatchHeader) -> int:
         if record.timestamp == h.max_timestamp:
             return record.offset
     return h.last_offset
+
+
+# --- building and iterating uncompressed batches (coordinator logs) ---------------------------
+def _zigzag_varint(value: int, out: bytearray) -> None:
+    v = (value << 1) ^ (value >> 63)
+    while v & ~0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def build_batch(
+    entries: list[tuple[bytes | None, bytes | None]],
+    timestamp: int,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytearray:
+    """An uncompressed v2 batch of (key, value) records, all stamped ``timestamp``."""
+    body = bytearray()
+    rec = bytearray()
+    for i, (key, value) in enumerate(entries):
+        rec.clear()
+        rec.append(0)  # attributes
+        rec.append(0)  # timestampDelta 0
+        _zigzag_varint(i, rec)
+        if key is None:
+            rec.append(1)  # -1
+        else:
+            _zigzag_varint(len(key), rec)
+            rec += key
+        if value is None:
+            rec.append(1)
+        else:
+            _zigzag_varint(len(value), rec)
+            rec += value
+        rec.append(0)  # no headers
+        _zigzag_varint(len(rec), body)
+        body += rec
+    n = len(entries)
+    header = _HEADER.pack(
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        -1,
+        2,
+        0,
+        0,
+        n - 1,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    )
+    batch = bytearray(header) + body
+    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return batch
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def iter_records(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
+    """(offset, timestamp, key, value) of every record of a batch that starts at byte 0."""
+    if h.compression:
+        for r in DefaultRecordBatch(bytes(batch)):
+            yield r.offset, r.timestamp, r.key, r.value
+        return
+    pos = HEADER_SIZE
+    base, base_ts = h.base_offset, h.base_timestamp
+    rv = _read_varint
+    for _ in range(h.records_count):
+        length, pos = rv(batch, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = rv(batch, pos)
+        off_delta, pos = rv(batch, pos)
+        klen, pos = rv(batch, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = bytes(batch[pos : pos + klen])
+            pos += klen
+        vlen, pos = rv(batch, pos)
+        value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
+        pos = end  # headers are not used by coordinator records
+        yield base + off_delta, base_ts + ts_delta, key, value

@@ -89,10 +89,20 @@ class Log:
         for i, base in enumerate(bases):
             seg = Segment(directory, base, config.index_interval_bytes)
             recover = i == n - 1 or (unclean and i == n - 2)
-            seg.load(recover=recover)
+            truncated = seg.load(recover=recover)
             seg.persist_indexes(keep_open=i == n - 1)
             self.segments.append(seg)
-        # Segments after a corrupt point would leave an offset hole; Kafka drops them too.
+            if truncated and i < n - 1:
+                # Data after a corrupt point would leave an offset hole (a gap between segments
+                # is legal after compaction, so it cannot be detected later): as Kafka's
+                # LogLoader, drop every segment after the one that was truncated.
+                for later in bases[i + 1 :]:
+                    doomed = Segment(directory, later, config.index_interval_bytes)
+                    log.warning("deleting segment after corrupt data", segment=str(doomed.path))
+                    doomed.delete()
+                seg.persist_indexes(keep_open=True)  # it is the active segment now
+                break
+        # Segments overlapping their predecessor cannot be trusted either.
         for i in range(1, len(self.segments)):
             if self.segments[i].base_offset < self.segments[i - 1].next_offset:
                 for seg in self.segments[i:]:

@@ -72,8 +72,15 @@ class Segment:
             return True
         if not self.index.positions:
             return False
-        headers = self._headers_from(self.index.positions[-1])
-        if not headers or headers[-1].position + headers[-1].size != self.size:
+        try:
+            headers = self._headers_from(self.index.positions[-1])
+        except InvalidBatch:
+            return False  # the entry points into the middle of a batch: rebuild the index
+        if (
+            not headers
+            or headers[0].base_offset != self.index.offsets[-1]
+            or headers[-1].position + headers[-1].size != self.size
+        ):
             return False
         self.next_offset = headers[-1].next_offset
         self.first_batch_timestamp = records.read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp

@@ -102,8 +102,10 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     isolation = req.isolation_level
     max_bytes = req.max_bytes if v >= 3 else _INT32_MAX
     reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
+
     def finish(rs):
         return _respond(broker, plan, rs, session, create_session, uses_ids, isolation)
+
     if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
         return finish(reads)
     return _long_poll(broker, req, plan, uses_ids, isolation, max_bytes, finish)

@@ -104,6 +104,16 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     if acks == 0:
         for part in touched:
             broker.flusher.mark_dirty(part.log)
+        failed = [
+            f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for t in responses
+            for p in t.partition_responses
+            if p.error_code
+        ]
+        if failed:
+            # The client reads no response to acks=0: as Kafka, close the connection so that it
+            # notices the failure (and refreshes its metadata).
+            raise CloseConnection(f"acks=0 produce failed: {', '.join(failed)}")
         return None
     if acks == 1 or not touched:
         for part in touched:

@@ -1,0 +1,353 @@
+"""The group coordinator's asyncio side: coordinator partitions, group actors, replay, cleanup.
+
+Groups map to ``abs(javaHashCode(group_id)) % offsets.topic.num.partitions`` coordinator
+partitions, each an append-only log in ``<log.dirs>/__consumer_offsets-<n>`` served read-only as
+the internal topic ``__consumer_offsets``. Each group has an actor: a mailbox drained in
+arrival order, one message at a time, by the event loop. A message runs the group's
+synchronous state machine, whose records are applied (``GroupStore.apply``, as in replay) and
+appended; its responses are released once everything the group appended up to then is
+durable. All records written in one event-loop turn on a coordinator partition go into one
+record batch, and all coordinator partitions share the flusher's group commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from kcoord.broker.groups import offsets as offset_rules
+from kcoord.broker.groups.group import ClassicGroup, GroupConfig, Outcome, Record
+from kcoord.broker.groups.records import decode_record, encode_key, encode_value
+from kcoord.broker.groups.store import GroupStore
+from kcoord.broker.partitions import PartitionManager, Topic
+from kcoord.clock import Clock
+from kcoord.config import BrokerConfig
+from kcoord.protocol import records as batches
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.storage.flush import Flusher
+from kcoord.storage.log import Log, LogConfig
+
+log = structlog.get_logger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's offsets.topic.segment.bytes default: small segments so the cleaner has work to do.
+OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
+_LOAD_PROGRESS_EVERY = 200_000
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    for unit in memoryview(s.encode("utf-16-be")).cast("H") if s else ():
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions  # Kafka's Utils.abs
+
+
+class CoordinatorShard:
+    """One coordinator partition: its log and the groups stored in it."""
+
+    def __init__(self, index: int, log_: Log, store: GroupStore, flusher: Flusher, clock: Clock) -> None:
+        self.index = index
+        self.log = log_
+        self.store = store
+        self.flusher = flusher
+        self.clock = clock
+        self._pending: list[Record] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._scheduled = False
+
+    def write(self, records: list[Record]) -> asyncio.Future[None]:
+        """Queue records for this turn's batch; the future completes when they are durable."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._pending.extend(records)
+        self._waiters.append(fut)
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._write_pending)
+        return fut
+
+    def _write_pending(self) -> None:
+        self._scheduled = False
+        recs, self._pending = self._pending, []
+        waiters, self._waiters = self._waiters, []
+        try:
+            now = self.clock.now_ms()
+            data = batches.build_batch([(encode_key(k), encode_value(v)) for k, v in recs], now)
+            headers = [batches.read_header(data)]
+            self.log.append(data, headers, now)
+            durable = self.flusher.commit(self.log)
+        except Exception as e:
+            for w in waiters:
+                if not w.done():
+                    w.set_exception(e)
+            return
+        if durable is None:
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+            return
+
+        def release(f: asyncio.Future[None]) -> None:
+            exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
+            for w in waiters:
+                if w.done():
+                    continue
+                if exc is not None:
+                    w.set_exception(exc)
+                else:
+                    w.set_result(None)
+
+        durable.add_done_callback(release)
+
+
+Op = Callable[[ClassicGroup | None, int], Outcome]
+
+
+class GroupActor:
+    """The mailbox of one group; messages run one at a time, in arrival order."""
+
+    def __init__(self, coordinator: GroupCoordinator, group_id: str, shard: CoordinatorShard) -> None:
+        self.coordinator = coordinator
+        self.group_id = group_id
+        self.shard = shard
+        self.mailbox: deque[tuple[Op, bool]] = deque()
+        self._scheduled = False
+        self._last_write: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+
+    def tell(self, op: Op, create: bool = False) -> None:
+        """Queue ``op``; it gets the group (created first when ``create``) or None."""
+        self.mailbox.append((op, create))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        store = self.shard.store
+        while self.mailbox:
+            op, create = self.mailbox.popleft()
+            now = self.coordinator.clock.now_ms()
+            group = store.get_or_create(self.group_id, now) if create else store.get(self.group_id)
+            try:
+                outcome = op(group, now)
+            except Exception as e:
+                log.exception("group operation failed", group=self.group_id)
+                outcome = Outcome()
+                self.coordinator.fail(e)
+            self._commit(outcome, now)
+        self._arm_timer()
+        if (
+            self.shard.store.get(self.group_id) is None
+            and self._timer is None
+            and (self._last_write is None or self._last_write.done())
+        ):
+            self.coordinator.actors.pop(self.group_id, None)
+
+    def _commit(self, outcome: Outcome, now: int) -> None:
+        if outcome.records:
+            for key, value in outcome.records:
+                self.shard.store.apply(key, value, now)
+            self._last_write = self.shard.write(outcome.records)
+        if not outcome.responses:
+            return
+        pending = self._last_write
+        if pending is None or (pending.done() and pending.exception() is None):
+            for responder, value in outcome.responses:
+                responder(value)
+            return
+        responses = outcome.responses
+
+        def release(f: asyncio.Future[None]) -> None:
+            exc = f.exception() if not f.cancelled() else None
+            for responder, value in responses:
+                responder(KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) if exc else value)
+            if exc is not None:
+                self.coordinator.fail(exc)
+
+        pending.add_done_callback(release)
+
+    def _arm_timer(self) -> None:
+        group = self.shard.store.get(self.group_id)
+        deadline = group.next_deadline() if group is not None else None
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            delay = max(0.0, (deadline - self.coordinator.clock.now_ms()) / 1000)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.tell(lambda g, now: g.on_timer(now) if g is not None else Outcome())
+
+
+class GroupCoordinator:
+    def __init__(
+        self, config: BrokerConfig, flusher: Flusher, clock: Clock, partitions: PartitionManager
+    ) -> None:
+        self.config = config
+        self.flusher = flusher
+        self.clock = clock
+        self.partition_manager = partitions
+        self.num_partitions = config.offsets_topic_num_partitions
+        self.group_config = GroupConfig(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
+        )
+        self.retention_ms = config.offsets_retention_minutes * 60_000
+        self.shards: list[CoordinatorShard] = []
+        self.actors: dict[str, GroupActor] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.failed: BaseException | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+
+    # --- lookup ------------------------------------------------------------------------------
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        return self.shards[partition_for(group_id, self.num_partitions)]
+
+    def actor(self, group_id: str) -> GroupActor:
+        actor = self.actors.get(group_id)
+        if actor is None:
+            actor = GroupActor(self, group_id, self.shard_for(group_id))
+            self.actors[group_id] = actor
+        return actor
+
+    def all_groups(self) -> list[ClassicGroup]:
+        return [g for s in self.shards for g in s.store.groups.values()]
+
+    def fail(self, exc: BaseException) -> None:
+        """A coordinator write failed: memory is ahead of the log, so stop serving (fail-stop)."""
+        if self.failed is None:
+            self.failed = exc
+            log.critical("coordinator write failed; shutting down", error=repr(exc))
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    # --- start and stop -----------------------------------------------------------------------
+    def open(self, unclean: bool) -> None:
+        data_dir: Path = self.config.data_dir
+        log_config = LogConfig(
+            segment_bytes=OFFSETS_SEGMENT_BYTES,
+            roll_ms=7 * 24 * 3_600_000,
+            retention_ms=-1,
+            retention_bytes=-1,
+            index_interval_bytes=self.config.log_index_interval_bytes,
+        )
+        topic = self._offsets_topic(data_dir)
+        started = time.monotonic()
+        total = 0
+        now = self.clock.now_ms()
+        for i in range(self.num_partitions):
+            lg = Log.open(data_dir / f"{OFFSETS_TOPIC}-{i}", log_config, self.flusher, unclean=unclean)
+            store = GroupStore(self.group_config)
+            n = self._replay(lg, store, now, total)
+            total += n
+            self.shards.append(CoordinatorShard(i, lg, store, self.flusher, self.clock))
+            self.partition_manager.add_internal_partition(topic, lg)
+        groups = sum(len(s.store.groups) for s in self.shards)
+        log.info(
+            "loaded coordinator partitions",
+            partitions=self.num_partitions,
+            records=total,
+            groups=groups,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _offsets_topic(self, data_dir: Path) -> Topic:
+        id_file = data_dir / f"{OFFSETS_TOPIC}.id"
+        if id_file.exists():
+            topic_id = uuid.UUID(id_file.read_text().strip())
+        else:
+            from kcoord.broker.partitions import new_topic_id
+            from kcoord.storage.atomic import atomic_write
+
+            topic_id = new_topic_id()
+            atomic_write(id_file, f"{topic_id}\n".encode())
+        return self.partition_manager.add_internal_topic(
+            OFFSETS_TOPIC, topic_id, {"cleanup.policy": "compact"}
+        )
+
+    @staticmethod
+    def _replay(lg: Log, store: GroupStore, now: int, loaded_before: int) -> int:
+        count = 0
+
+        def records() -> Any:
+            nonlocal count
+            for h, data in lg.batches():
+                if h.is_control:
+                    continue
+                for _off, _ts, key, value in batches.iter_records(data, h):
+                    if key is None:
+                        continue
+                    count += 1
+                    if (loaded_before + count) % _LOAD_PROGRESS_EVERY == 0:
+                        log.info(
+                            "replaying coordinator log",
+                            partition=str(lg.directory.name),
+                            records=loaded_before + count,
+                        )
+                    yield decode_record(key, value)
+
+        store.replay(records(), now)
+        return count
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._expiration_loop(), name="kcoord-offsets-expiration"))
+        # Loaded members are on fresh session timers: arm their actors.
+        for shard in self.shards:
+            for group_id, group in shard.store.groups.items():
+                if group.next_deadline() is not None:
+                    self.actor(group_id)._arm_timer()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for actor in self.actors.values():
+            if actor._timer is not None:
+                actor._timer.cancel()
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.log.close()
+
+    # --- KIP-211 expiration ------------------------------------------------------------------------
+    async def _expiration_loop(self) -> None:
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.expire_all()
+
+    def expire_all(self) -> None:
+        """Ask every group for its expired offsets (and its own tombstone once it is gone)."""
+        retention = self.retention_ms
+        for shard in self.shards:
+            for group_id in list(shard.store.groups):
+                self.actor(group_id).tell(
+                    lambda g, now: offset_rules.expire(g, now, retention) if g is not None else Outcome()
+                )
