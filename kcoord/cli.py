@@ -29,6 +29,8 @@ def _click_type(annotation: Any) -> Any:
         return click.BOOL
     if annotation is int:
         return click.INT
+    if annotation is float:
+        return click.FLOAT
     return click.STRING
 
 

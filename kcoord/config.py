@@ -101,6 +101,13 @@ class BrokerConfig(BaseModel):
         3000, description="Wait for more joiners of an empty group."
     )
     group_max_size: int = Field(2147483647, description="Most members of one classic group.")
+    offsets_topic_segment_bytes: int = Field(
+        104857600, description="Segment size of the coordinator logs (__consumer_offsets)."
+    )
+    log_cleaner_backoff_ms: int = Field(15000, description="How often the log cleaner looks for work.")
+    log_cleaner_min_cleanable_ratio: float = Field(
+        0.5, description="Clean a log once this share of its closed segments is new since the last cleaning."
+    )
     log_cleaner_delete_retention_ms: int = Field(
         86400000, description="Keep tombstones this long when compacting."
     )

@@ -202,18 +202,23 @@ def build_batch(
     entries: list[tuple[bytes | None, bytes | None]],
     timestamp: int,
     base_offset: int = 0,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = -1,
-    base_sequence: int = NO_SEQUENCE,
 ) -> bytearray:
-    """An uncompressed v2 batch of (key, value) records, all stamped ``timestamp``."""
+    """An uncompressed v2 batch of (key, value) records at consecutive offsets, all stamped
+    ``timestamp`` (what the coordinators append)."""
+    return build_batch_at([(base_offset + i, timestamp, k, v) for i, (k, v) in enumerate(entries)])
+
+
+def build_batch_at(entries: list[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:
+    """An uncompressed v2 batch of (offset, timestamp, key, value) records whose offsets increase
+    but may have gaps (the cleaner's output keeps every record's offset and timestamp)."""
+    base_offset, base_ts = entries[0][0], min(e[1] for e in entries)
     body = bytearray()
     rec = bytearray()
-    for i, (key, value) in enumerate(entries):
+    for offset, ts, key, value in entries:
         rec.clear()
         rec.append(0)  # attributes
-        rec.append(0)  # timestampDelta 0
-        _zigzag_varint(i, rec)
+        _zigzag_varint(ts - base_ts, rec)
+        _zigzag_varint(offset - base_offset, rec)
         if key is None:
             rec.append(1)  # -1
         else:
@@ -227,7 +232,6 @@ def build_batch(
         rec.append(0)  # no headers
         _zigzag_varint(len(rec), body)
         body += rec
-    n = len(entries)
     header = _HEADER.pack(
         base_offset,
         HEADER_SIZE - LOG_OVERHEAD + len(body),
@@ -235,13 +239,13 @@ def build_batch(
         2,
         0,
         0,
-        n - 1,
-        timestamp,
-        timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        n,
+        entries[-1][0] - base_offset,
+        base_ts,
+        max(e[1] for e in entries),
+        NO_PRODUCER_ID,
+        -1,
+        NO_SEQUENCE,
+        len(entries),
     )
     batch = bytearray(header) + body
     _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))

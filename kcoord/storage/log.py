@@ -11,6 +11,7 @@ under ``log.flush.policy=always`` only what an fsync covered, otherwise everythi
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import structlog
 
 from kcoord.protocol import records
 from kcoord.protocol.records import BatchHeader
+from kcoord.storage.atomic import atomic_write
 from kcoord.storage.flush import Flusher
 from kcoord.storage.segment import Segment
 
@@ -34,8 +36,34 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
+CLEANING_FILE = "cleaning.json"
+
+
 class OffsetOutOfRange(Exception):
     pass
+
+
+def _finish_cleaning(directory: Path) -> None:
+    """Complete a cleaner swap a crash interrupted; drop cleaner output never claimed.
+
+    ``install_cleaned`` deletes every old segment before it renames the first swap, so if any
+    swap is already in place the old segments are gone; otherwise they must be deleted now.
+    """
+    plan_path = directory / CLEANING_FILE
+    if plan_path.exists():
+        plan = json.loads(plan_path.read_text())
+        installing = any(not (directory / name).exists() for name in plan["install"])
+        if not installing:
+            for base in plan["delete"]:
+                for suffix in (".log", ".index", ".timeindex"):
+                    (directory / (f"{base:020d}" + suffix)).unlink(missing_ok=True)
+        for name in plan["install"]:
+            swap = directory / name
+            if swap.exists():
+                os.rename(swap, directory / name.removesuffix(".swap"))
+        plan_path.unlink()
+    for stray in list(directory.glob("*.cleaned")) + list(directory.glob("*.swap")):
+        stray.unlink()
 
 
 @dataclass
@@ -80,8 +108,7 @@ class Log:
         """
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config, flusher)
-        for stray in directory.glob("*.cleaned"):
-            stray.unlink()
+        _finish_cleaning(directory)
         bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
         if not bases:
             bases = [0]
@@ -342,12 +369,35 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         return count
 
-    def replace_segments(self, old: list[Segment], new: Segment) -> None:
-        """Swap cleaned data in for ``old`` (consecutive, not the active segment)."""
+    def install_cleaned(self, old: list[Segment], cleaned: list[Path]) -> None:
+        """Replace consecutive non-active segments by the cleaner's output, crash-safely.
+
+        The ``.cleaned`` files are renamed ``.swap``, then a ``cleaning.json`` naming what to
+        delete and what to install is written atomically; only then are the old segments
+        deleted and the swaps renamed to ``.log``. ``Log.open`` redoes an interrupted swap from
+        that file, and discards ``.cleaned`` files no swap ever claimed.
+        """
         i = self.segments.index(old[0])
+        swaps = []
+        for path in cleaned:
+            swap = path.with_name(path.name.removesuffix(".cleaned") + ".swap")
+            os.rename(path, swap)
+            swaps.append(swap.name)
+        plan = {"delete": [s.base_offset for s in old], "install": swaps}
+        atomic_write(self.directory / CLEANING_FILE, json.dumps(plan).encode())
         for seg in old:
+            if seg in self._unsynced:
+                self._unsynced.remove(seg)
             seg.delete()
-        self.segments[i : i + len(old)] = [new]
+        new = []
+        for name in swaps:
+            os.rename(self.directory / name, self.directory / name.removesuffix(".swap"))
+            seg = Segment(self.directory, int(name.split(".")[0]), self.config.index_interval_bytes)
+            seg.load(recover=False)
+            seg.persist_indexes(keep_open=False)
+            new.append(seg)
+        (self.directory / CLEANING_FILE).unlink()
+        self.segments[i : i + len(old)] = new
         self._bases = [s.base_offset for s in self.segments]
 
     # --- lifecycle ---------------------------------------------------------------------------

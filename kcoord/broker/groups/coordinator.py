@@ -32,14 +32,13 @@ from kcoord.clock import Clock
 from kcoord.config import BrokerConfig
 from kcoord.protocol import records as batches
 from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
 
 log = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Kafka's offsets.topic.segment.bytes default: small segments so the cleaner has work to do.
-OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
 _LOAD_PROGRESS_EVERY = 200_000
 
 
@@ -220,6 +219,12 @@ class GroupCoordinator:
         self.shards: list[CoordinatorShard] = []
         self.actors: dict[str, GroupActor] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        self.cleaner = LogCleaner(
+            clock,
+            config.log_cleaner_delete_retention_ms,
+            config.log_cleaner_backoff_ms,
+            config.log_cleaner_min_cleanable_ratio,
+        )
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
 
@@ -249,7 +254,7 @@ class GroupCoordinator:
     def open(self, unclean: bool) -> None:
         data_dir: Path = self.config.data_dir
         log_config = LogConfig(
-            segment_bytes=OFFSETS_SEGMENT_BYTES,
+            segment_bytes=self.config.offsets_topic_segment_bytes,
             roll_ms=7 * 24 * 3_600_000,
             retention_ms=-1,
             retention_bytes=-1,
@@ -265,6 +270,7 @@ class GroupCoordinator:
             n = self._replay(lg, store, now, total)
             total += n
             self.shards.append(CoordinatorShard(i, lg, store, self.flusher, self.clock))
+            self.cleaner.register(lg)
             self.partition_manager.add_internal_partition(topic, lg)
         groups = sum(len(s.store.groups) for s in self.shards)
         log.info(
@@ -316,6 +322,7 @@ class GroupCoordinator:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._expiration_loop(), name="kcoord-offsets-expiration"))
+        self._tasks.append(loop.create_task(self.cleaner.run(), name="kcoord-log-cleaner"))
         # Loaded members are on fresh session timers: arm their actors.
         for shard in self.shards:
             for group_id, group in shard.store.groups.items():

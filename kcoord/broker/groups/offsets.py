@@ -112,34 +112,47 @@ def delete_group(group: ClassicGroup, now: int) -> tuple[int, Outcome]:
     return 0, out
 
 
-def _base_timestamp(group: ClassicGroup, value: OffsetCommitValue) -> int | None:
-    """When this offset's retention starts counting, or None if it cannot expire now."""
-    if group.protocol_type:
-        if group.is_in(GroupState.EMPTY):
-            return group.state_timestamp if group.state_timestamp >= 0 else value.commit_timestamp
-        if group.is_in(GroupState.STABLE) and group.subscribed_topics() is not None:
-            return value.commit_timestamp
-        return None
-    return value.commit_timestamp
-
-
 def expire(group: ClassicGroup, now: int, retention_ms: int) -> Outcome:
-    """Tombstones for expired offsets, and for the group once it is Empty with none left."""
+    """Tombstones for expired offsets, and for the group once it is Empty with none left.
+
+    As Kafka's ClassicGroup.offsetExpirationCondition: which offsets may expire, and from when,
+    depends on the group; groups in any other situation (rebalancing, not a consumer group)
+    expire nothing, not even offsets with an explicit expire timestamp.
+    """
     out = Outcome()
     if group.is_in(GroupState.DEAD):
         return out
-    subscribed = group.subscribed_topics() if group.members else set()
+    subscribed: set[str] = set()
+    if group.protocol_type:
+        if group.is_in(GroupState.EMPTY):
+            empty_since = group.state_timestamp
+
+            def base(v: OffsetCommitValue) -> int:
+                return empty_since if empty_since >= 0 else v.commit_timestamp
+
+        elif group.is_in(GroupState.STABLE) and (topics := group.subscribed_topics()) is not None:
+            subscribed = topics
+
+            def base(v: OffsetCommitValue) -> int:
+                return v.commit_timestamp
+
+        else:
+            return out
+    else:
+
+        def base(v: OffsetCommitValue) -> int:
+            return v.commit_timestamp
+
     remaining = 0
     for topic, parts in sorted(group.offsets.items()):
+        if topic in subscribed:
+            remaining += len(parts)
+            continue
         for p, value in sorted(parts.items()):
-            if subscribed is not None and topic in subscribed:
-                remaining += 1
-                continue
             if value.expire_timestamp is not None:
                 expired = now >= value.expire_timestamp
             else:
-                base = _base_timestamp(group, value)
-                expired = base is not None and now - base >= retention_ms
+                expired = now - base(value) >= retention_ms
             if expired:
                 out.records.append((OffsetCommitKey(group.group_id, topic, p), None))
             else:

@@ -1,0 +1,207 @@
+"""Log compaction: keep the latest record of every key, drop old tombstones.
+
+Like Kafka's LogCleaner, it rewrites only segments that are no longer active, so writers never
+wait for it; every kept record keeps its offset and timestamp. A record survives if no later
+record (anywhere in the log up to the cleaning point) has its key; a surviving tombstone (null
+value) is dropped once it is older than ``delete.retention.ms`` (Kafka's
+log.cleaner.delete.retention.ms), so that readers replaying the log had time to see it.
+
+The heavy part (reading every batch, writing the cleaned segments) runs in a worker thread;
+only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash safety).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from kcoord.protocol import records
+from kcoord.storage.log import Log
+from kcoord.storage.segment import Segment, segment_name
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class CleanStats:
+    segments_in: int = 0
+    segments_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+def _offset_map(segments: list[Segment], up_to: int) -> dict[bytes, int]:
+    """Latest offset of every key in the given segments, below ``up_to``."""
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        if seg.size == 0:
+            continue
+        data = seg.read(0, seg.size)
+        for h in records.iter_headers(data, partial_ok=True):
+            if h.base_offset >= up_to:
+                return latest
+            if h.is_control:
+                continue
+            batch = data[h.position : h.position + h.size]
+            for offset, _ts, key, _value in records.iter_records(batch, h):
+                if key is not None and offset < up_to:
+                    latest[key] = offset
+    return latest
+
+
+def write_cleaned(
+    directory: Path,
+    dirty: list[Segment],
+    latest: dict[bytes, int],
+    now_ms: int,
+    delete_retention_ms: int,
+    segment_bytes: int,
+) -> tuple[list[Path], CleanStats]:
+    """Rewrite ``dirty`` segments keeping only live records; returns the ``.cleaned`` files."""
+    stats = CleanStats(segments_in=len(dirty))
+    outputs: list[Path] = []
+    fd = -1
+    size = 0
+
+    def open_output(base: int) -> None:
+        nonlocal fd, size
+        path = directory / (segment_name(base) + ".log.cleaned")
+        outputs.append(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        size = 0
+
+    def close_output() -> None:
+        nonlocal fd
+        if fd >= 0:
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+
+    try:
+        for seg in dirty:
+            stats.bytes_in += seg.size
+            if seg.size == 0:
+                continue
+            data = seg.read(0, seg.size)
+            for h in records.iter_headers(data, partial_ok=True):
+                batch = data[h.position : h.position + h.size]
+                kept = []
+                for offset, ts, key, value in records.iter_records(batch, h):
+                    stats.records_in += 1
+                    if key is None or latest.get(key) != offset:
+                        continue
+                    if value is None and now_ms - ts > delete_retention_ms:
+                        continue
+                    kept.append((offset, ts, key, value))
+                if not kept:
+                    continue
+                out = records.build_batch_at(kept)
+                if fd < 0 or size + len(out) > segment_bytes:
+                    close_output()
+                    # The first output keeps the first dirty segment's name (as Kafka's cleaner
+                    # does), so the log's offset range does not change.
+                    open_output(dirty[0].base_offset if not outputs else kept[0][0])
+                os.write(fd, out)
+                size += len(out)
+                stats.records_out += len(kept)
+                stats.bytes_out += len(out)
+        if not outputs:
+            # Everything was dropped: an empty segment still marks where the log starts.
+            open_output(dirty[0].base_offset)
+    finally:
+        close_output()
+    stats.segments_out = len(outputs)
+    return outputs, stats
+
+
+async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats | None:
+    """Compact every non-active segment of ``log_``; None if there was nothing to clean."""
+    dirty = list(log_.segments[:-1])  # consecutive, from the first segment to the active one
+    if not any(s.size for s in dirty):
+        return None
+    up_to = log_.log_end_offset
+    segments = list(log_.segments)
+    loop = asyncio.get_running_loop()
+    for seg in segments:
+        seg.pin()  # the worker thread reads them; their files must stay open meanwhile
+    try:
+        latest = await loop.run_in_executor(None, _offset_map, segments, up_to)
+        outputs, stats = await loop.run_in_executor(
+            None,
+            write_cleaned,
+            log_.directory,
+            dirty,
+            latest,
+            now_ms,
+            delete_retention_ms,
+            log_.config.segment_bytes,
+        )
+    finally:
+        for seg in segments:
+            seg.unpin()
+    if log_.closed or any(s not in log_.segments for s in dirty):
+        for p in outputs:
+            p.unlink(missing_ok=True)
+        return None
+    log_.install_cleaned(dirty, outputs)
+    log.info("cleaned log", log=log_.directory.name, **stats.__dict__)
+    return stats
+
+
+class LogCleaner:
+    """Cleans registered logs in the background once enough of them is dirty.
+
+    A log is cleaned when the bytes written since its last cleaning make up at least
+    ``min_cleanable_ratio`` (Kafka's log.cleaner.min.cleanable.ratio) of its non-active
+    segments; it is checked every ``backoff_ms`` (log.cleaner.backoff.ms).
+    """
+
+    def __init__(
+        self, clock: Any, delete_retention_ms: int, backoff_ms: int, min_cleanable_ratio: float
+    ) -> None:
+        self.clock = clock
+        self.delete_retention_ms = delete_retention_ms
+        self.backoff_ms = backoff_ms
+        self.min_cleanable_ratio = min_cleanable_ratio
+        self.logs: dict[Log, int] = {}  # log -> first offset not cleaned yet
+        self.runs = 0
+
+    def register(self, log_: Log) -> None:
+        self.logs.setdefault(log_, 0)
+
+    def unregister(self, log_: Log) -> None:
+        self.logs.pop(log_, None)
+
+    def dirty_ratio(self, log_: Log) -> float:
+        inactive = log_.segments[:-1]
+        total = sum(s.size for s in inactive)
+        if total == 0:
+            return 0.0
+        clean_up_to = self.logs.get(log_, 0)
+        return sum(s.size for s in inactive if s.base_offset >= clean_up_to) / total
+
+    async def clean_if_needed(self, log_: Log) -> CleanStats | None:
+        if log_.closed or self.dirty_ratio(log_) < self.min_cleanable_ratio:
+            return None
+        end = log_.segments[-1].base_offset
+        stats = await clean(log_, self.clock.now_ms(), self.delete_retention_ms)
+        if stats is not None:
+            self.logs[log_] = end
+            self.runs += 1
+        return stats
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.backoff_ms / 1000)
+            for log_ in list(self.logs):
+                try:
+                    await self.clean_if_needed(log_)
+                except Exception:
+                    log.exception("cleaning failed", log=log_.directory.name)
