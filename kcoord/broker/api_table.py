@@ -117,6 +117,13 @@ def build_table() -> ApiTable:
             ApiSpec(K.InitProducerId, 0, 5, producer_id.handle, producer_id.error_response),
             ApiSpec(K.DescribeConfigs, 1, 4, configs.handle_describe, configs.describe_error_response),
             ApiSpec(
+                K.IncrementalAlterConfigs,
+                0,
+                1,
+                configs.handle_incremental_alter,
+                configs.incremental_alter_error_response,
+            ),
+            ApiSpec(
                 K.DescribeCluster,
                 0,
                 2,

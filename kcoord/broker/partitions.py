@@ -325,10 +325,6 @@ class PartitionManager:
         for p in self.all_partitions():
             if p.topic.internal:
                 continue
-            if effective("cleanup.policy", p.topic.configs, self.config).startswith(
-                "compact"
-            ) and "delete" not in effective("cleanup.policy", p.topic.configs, self.config):
-                continue
             deleted += p.log.enforce_retention(now)
             p.producers.expire(now, self.config.producer_id_expiration_ms)
         return deleted

@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32), v1-v4, for TOPIC and BROKER resources.
+"""DescribeConfigs (key 32, v1-v4) for TOPIC and BROKER resources; IncrementalAlterConfigs (key 44,
+v0-v1) for TOPIC resources.
 
 Behaviour / version notes:
 - TOPIC: every Kafka topic config with its effective value; source DYNAMIC_TOPIC_CONFIG when
@@ -9,7 +10,10 @@ Behaviour / version notes:
   (there are no dynamic broker configs); the cluster-default resource (empty name) has none;
   another broker id is INVALID_REQUEST;
 - other resource types (BROKER_LOGGER, GROUP, CLIENT_METRICS) are INVALID_REQUEST for now
-  (SKIPPED.md).
+  (SKIPPED.md);
+- IncrementalAlterConfigs: SET, DELETE, and APPEND/SUBTRACT on list configs, validated like
+  CreateTopics' configs (INVALID_CONFIG); each resource succeeds or fails as a whole; ValidateOnly
+  changes nothing; broker configs are static (INVALID_REQUEST), as are internal topics'.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from kcoord.broker.topic_config import (
     effective,
 )
 from kcoord.config import BrokerConfig, kafka_name
-from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
 RESOURCE_TOPIC = 2
@@ -177,3 +181,97 @@ def _error(res: Any, code: int, message: str) -> Any:
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _Resp(throttle_time_ms=0, results=[_error(r, code, message or "") for r in req.resources])
+
+
+# --- IncrementalAlterConfigs -------------------------------------------------------------------
+_IResp = response_class(ApiKey.IncrementalAlterConfigs)
+_IResult = _IResp.AlterConfigsResourceResponse
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[str, str | None]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of the explicit configs (Kafka's semantics)."""
+    out: dict[str, str | None] = dict(current)
+    seen: set[str] = set()
+    for c in changes:
+        if c.name in seen:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"config {c.name} is altered more than once")
+        seen.add(c.name)
+        d = TOPIC_CONFIGS.get(c.name)
+        if d is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if c.config_operation == OP_SET:
+            out[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            out.pop(c.name, None)
+        elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+            if d.config_type != TYPE_LIST:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+            items = [x for x in effective(c.name, current, broker.config).split(",") if x]
+            given = [x for x in (c.value or "").split(",") if x]
+            if c.config_operation == OP_APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            out[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return out
+
+
+def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
+    results = []
+    for res in req.resources:
+        try:
+            if res.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"kcoord cannot alter configs of resource type {res.resource_type}",
+                )
+            topic = broker.partitions.get(res.resource_name)
+            if topic is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist"
+                )
+            if topic.internal:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"configs of internal topic {topic.name} are fixed"
+                )
+            new = broker.partitions.validate_configs(_altered(topic.configs, res.configs, broker))
+            if not req.validate_only:
+                broker.partitions.alter_topic_configs(topic, new)
+        except KafkaError as e:
+            results.append(
+                _IResult(
+                    error_code=e.code,
+                    error_message=e.message,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                )
+            )
+            continue
+        results.append(
+            _IResult(
+                error_code=0,
+                error_message=None,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return _IResp(throttle_time_ms=0, responses=results)
+
+
+def incremental_alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _IResp(
+        throttle_time_ms=0,
+        responses=[
+            _IResult(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ],
+    )
