@@ -101,6 +101,37 @@ class BrokerConfig(BaseModel):
         3000, description="Wait for more joiners of an empty group."
     )
     group_max_size: int = Field(2147483647, description="Most members of one classic group.")
+    # --- share groups (KIP-932); each group may override its share.* configs ------------------
+    group_share_session_timeout_ms: int = Field(45000, description="Default share.session.timeout.ms.")
+    group_share_min_session_timeout_ms: int = Field(45000, description="Smallest share.session.timeout.ms.")
+    group_share_max_session_timeout_ms: int = Field(60000, description="Largest share.session.timeout.ms.")
+    group_share_heartbeat_interval_ms: int = Field(5000, description="Default share.heartbeat.interval.ms.")
+    group_share_min_heartbeat_interval_ms: int = Field(
+        5000, description="Smallest share.heartbeat.interval.ms."
+    )
+    group_share_max_heartbeat_interval_ms: int = Field(
+        15000, description="Largest share.heartbeat.interval.ms."
+    )
+    group_share_max_size: int = Field(200, description="Most members of one share group.")
+    group_share_record_lock_duration_ms: int = Field(
+        30000, description="Default share.record.lock.duration.ms (acquisition lock)."
+    )
+    group_share_min_record_lock_duration_ms: int = Field(
+        15000, description="Smallest share.record.lock.duration.ms."
+    )
+    group_share_max_record_lock_duration_ms: int = Field(
+        60000, description="Largest share.record.lock.duration.ms."
+    )
+    group_share_delivery_count_limit: int = Field(5, description="Default share.delivery.count.limit.")
+    group_share_min_delivery_count_limit: int = Field(2, description="Smallest share.delivery.count.limit.")
+    group_share_max_delivery_count_limit: int = Field(10, description="Largest share.delivery.count.limit.")
+    group_share_partition_max_record_locks: int = Field(
+        2000, description="Default share.partition.max.record.locks (records in flight per share-partition)."
+    )
+    group_share_max_share_sessions: int = Field(2000, description="Share sessions kept at once.")
+    group_share_isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
+        "read_uncommitted", description="Default share.isolation.level."
+    )
     offsets_topic_segment_bytes: int = Field(
         104857600, description="Segment size of the coordinator logs (__consumer_offsets)."
     )

@@ -87,6 +87,7 @@ def build_table() -> ApiTable:
         offsets,
         produce,
         producer_id,
+        share,
         topics,
     )
 
@@ -149,5 +150,41 @@ def build_table() -> ApiTable:
             ApiSpec(K.OffsetCommit, 2, 10, offsets.handle_commit, offsets.commit_error_response),
             ApiSpec(K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response),
             ApiSpec(K.OffsetDelete, 0, 0, offsets.handle_delete, offsets.delete_error_response),
+            # Share groups (KIP-932).
+            ApiSpec(
+                K.ShareGroupHeartbeat,
+                1,
+                1,
+                share.handle_share_heartbeat,
+                share.share_heartbeat_error_response,
+            ),
+            ApiSpec(
+                K.ShareGroupDescribe, 1, 1, share.handle_share_describe, share.share_describe_error_response
+            ),
+            ApiSpec(K.ShareFetch, 1, 2, share.handle_share_fetch, share.share_fetch_error_response),
+            ApiSpec(
+                K.ShareAcknowledge,
+                1,
+                2,
+                share.handle_share_acknowledge,
+                share.share_acknowledge_error_response,
+            ),
+            ApiSpec(
+                K.DescribeShareGroupOffsets,
+                0,
+                1,
+                share.handle_describe_offsets,
+                share.describe_offsets_error_response,
+            ),
+            ApiSpec(
+                K.AlterShareGroupOffsets, 0, 0, share.handle_alter_offsets, share.alter_offsets_error_response
+            ),
+            ApiSpec(
+                K.DeleteShareGroupOffsets,
+                0,
+                0,
+                share.handle_delete_offsets,
+                share.delete_offsets_error_response,
+            ),
         ]
     )

@@ -16,8 +16,10 @@ from kcoord.broker.groups.coordinator import GroupCoordinator
 from kcoord.broker.partitions import PartitionManager
 from kcoord.broker.producer_ids import ProducerIdManager
 from kcoord.broker.server import KafkaServer
+from kcoord.broker.share.coordinator import ShareCoordinator
 from kcoord.clock import Clock, SystemClock
 from kcoord.config import BrokerConfig, Endpoint
+from kcoord.metrics import Metrics
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
 
@@ -30,6 +32,7 @@ class Broker:
         self.clock = clock or SystemClock()
         self.node_id = config.node_id
         self.cluster_id = ""
+        self.metrics = Metrics(self.clock)
         self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms)
         self.partitions = PartitionManager(config, self.flusher, self.clock)
         self.producer_ids = ProducerIdManager(config.data_dir)
@@ -41,6 +44,7 @@ class Broker:
         self.server = KafkaServer(
             self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes
         )
+        self.share = ShareCoordinator(self)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()
         self.fatal = asyncio.Event()  # set when the broker must stop (a coordinator write failed)

@@ -207,6 +207,12 @@ class PartitionManager:
             return None
         return t.partitions[index]
 
+    def partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
+        t = self.by_id.get(topic_id)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
     def all_partitions(self) -> Iterator[Partition]:
         for t in self.topics.values():
             yield from t.partitions

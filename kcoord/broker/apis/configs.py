@@ -9,18 +9,30 @@ Behaviour / version notes:
 - BROKER: named by this node's id, every broker setting under its Kafka name, read-only
   (there are no dynamic broker configs); the cluster-default resource (empty name) has none;
   another broker id is INVALID_REQUEST;
-- other resource types (BROKER_LOGGER, GROUP, CLIENT_METRICS) are INVALID_REQUEST for now
-  (SKIPPED.md);
+- GROUP: the share.* group configs (share/config.py), GROUP_CONFIG when the group overrides them,
+  else DEFAULT_CONFIG; the group need not exist (as Kafka);
+- other resource types (BROKER_LOGGER, CLIENT_METRICS) are INVALID_REQUEST (SKIPPED.md);
 - IncrementalAlterConfigs: SET, DELETE, and APPEND/SUBTRACT on list configs, validated like
   CreateTopics' configs (INVALID_CONFIG); each resource succeeds or fails as a whole; ValidateOnly
-  changes nothing; broker configs are static (INVALID_REQUEST), as are internal topics'.
+  changes nothing; broker configs are static (INVALID_REQUEST), as are internal topics'; group
+  configs are validated against the broker's share bounds (INVALID_CONFIG) and written to the
+  group's coordinator log before the answer.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kcoord.broker.apis.groups import future_responder
 from kcoord.broker.apis.topics import CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, _source
+from kcoord.broker.groups.group import Outcome
+from kcoord.broker.groups.records import GroupConfigKey, GroupConfigValue
+from kcoord.broker.share.config import (
+    GROUP_CONFIGS,
+    InvalidGroupConfig,
+    effective_group_config,
+    validate_group_configs,
+)
 from kcoord.broker.topic_config import (
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
@@ -35,6 +47,8 @@ from kcoord.protocol.messages import ApiKey, response_class
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+CONFIG_SOURCE_GROUP = 8
 
 _Resp = response_class(ApiKey.DescribeConfigs)
 _Result = _Resp.DescribeConfigsResult
@@ -51,6 +65,8 @@ def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
             results.append(_describe_topic(broker, res, keys, req, v))
         elif res.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(broker, res, keys, req, v))
+        elif res.resource_type == RESOURCE_GROUP:
+            results.append(_describe_group(broker, res, keys, req))
         else:
             results.append(
                 _error(
@@ -60,6 +76,44 @@ def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
                 )
             )
     return _Resp(throttle_time_ms=0, results=results)
+
+
+def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> Any:
+    """Every group config: GROUP_CONFIG when the group overrides it, else the broker default."""
+    configs = broker.groups.store_for(res.resource_name).group_configs.get(res.resource_name, {})
+    entries = []
+    for name, d in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        overridden = name in configs
+        synonyms = []
+        if req.include_synonyms:
+            if overridden:
+                synonyms.append(_Synonym(name=name, value=configs[name], source=CONFIG_SOURCE_GROUP))
+            if d.synonym is not None:
+                synonyms.append(
+                    _Synonym(name=d.synonym, value=d.default(broker.config), source=CONFIG_SOURCE_DEFAULT)
+                )
+        entries.append(
+            _Entry(
+                name=name,
+                value=effective_group_config(name, configs, broker.config),
+                read_only=False,
+                config_source=CONFIG_SOURCE_GROUP if overridden else CONFIG_SOURCE_DEFAULT,
+                is_default=not overridden,
+                is_sensitive=False,
+                synonyms=synonyms,
+                config_type=d.config_type,
+                documentation=d.doc if req.include_documentation else None,
+            )
+        )
+    return _Result(
+        error_code=0,
+        error_message=None,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=entries,
+    )
 
 
 def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
@@ -220,10 +274,55 @@ def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[s
     return out
 
 
+def _alter_group(broker: Any, res: Any, validate_only: bool) -> Any:
+    """New group config overrides, persisted through the group's actor (record type 103)."""
+    gid = res.resource_name
+    if not gid:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group id")
+    configs = dict(broker.groups.store_for(gid).group_configs.get(gid, {}))
+    seen: set[str] = set()
+    for c in res.configs:
+        if c.name in seen:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"config {c.name} is altered more than once")
+        seen.add(c.name)
+        if c.name not in GROUP_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {c.name}")
+        if c.config_operation == OP_SET and c.value is not None:
+            configs[c.name] = c.value
+        elif c.config_operation == OP_DELETE or (c.config_operation == OP_SET and c.value is None):
+            configs.pop(c.name, None)
+        else:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+    try:
+        validate_group_configs(configs, broker.config)
+    except InvalidGroupConfig as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if validate_only:
+        return None
+    fut, respond = future_responder()
+    value = GroupConfigValue(tuple(sorted(configs.items()))) if configs else None
+
+    def op(_group: Any, now: int) -> Outcome:
+        out = Outcome()
+        out.records.append((GroupConfigKey(gid), value))
+        out.respond(respond, None)
+        return out
+
+    broker.groups.actor(gid).tell(op)
+    return fut
+
+
 def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
-    results = []
+    results: list[tuple[Any, int, str | None]] = []
+    pending = []
     for res in req.resources:
         try:
+            if res.resource_type == RESOURCE_GROUP:
+                fut = _alter_group(broker, res, req.validate_only)
+                if fut is not None:
+                    pending.append(fut)
+                results.append((res, 0, None))
+                continue
             if res.resource_type != RESOURCE_TOPIC:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST,
@@ -242,24 +341,33 @@ def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
             if not req.validate_only:
                 broker.partitions.alter_topic_configs(topic, new)
         except KafkaError as e:
-            results.append(
-                _IResult(
-                    error_code=e.code,
-                    error_message=e.message,
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                )
-            )
+            results.append((res, e.code, e.message))
             continue
-        results.append(
-            _IResult(
-                error_code=0,
-                error_message=None,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
+        results.append((res, 0, None))
+
+    def build() -> Any:
+        return _IResp(
+            throttle_time_ms=0,
+            responses=[
+                _IResult(
+                    error_code=code,
+                    error_message=msg,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r, code, msg in results
+            ],
         )
-    return _IResp(throttle_time_ms=0, responses=results)
+
+    if not pending:
+        return build()
+
+    async def after_durable() -> Any:
+        for fut in pending:
+            await fut
+        return build()
+
+    return after_durable()
 
 
 def incremental_alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

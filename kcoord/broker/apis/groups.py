@@ -5,9 +5,10 @@ v0-v5), DeleteGroups (42, v0-v2).
 Behaviour / version notes:
 - FindCoordinator: key type GROUP answers with this broker (batched keys from v4); TRANSACTION
   and SHARE keys are INVALID_REQUEST (no transaction or share-state coordinator here);
-- group ids: empty (or null) is INVALID_GROUP_ID for Join/Sync/Heartbeat/Leave/DeleteGroups
-  (KIP-289); an unknown group is UNKNOWN_MEMBER_ID for Sync/Heartbeat/Leave and for a JoinGroup
-  naming a member id;
+- group ids: empty (or null) is INVALID_GROUP_ID for Join/Sync/Heartbeat/Leave (KIP-289);
+  DescribeGroups and DeleteGroups take "" like any group id, as Kafka does, so that the offsets
+  standalone consumers stored under it can be inspected and deleted; an unknown group is
+  UNKNOWN_MEMBER_ID for Sync/Heartbeat/Leave and for a JoinGroup naming a member id;
 - JoinGroup: MEMBER_ID_REQUIRED only from v4; v0 has no rebalance timeout (the session timeout
   is used); static membership from v5; the leader's response lists the members' metadata;
   SkipAssignment (v9) is set for a static leader that rejoined without a rebalance;
@@ -30,6 +31,7 @@ from typing import Any
 from kcoord.broker.groups import offsets as offset_rules
 from kcoord.broker.groups.group import ClassicGroup, GroupState, JoinRequest, Outcome
 from kcoord.broker.groups.member import JoinResult, Responder, SyncResult
+from kcoord.broker.share.group import ShareGroup
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -49,6 +51,11 @@ def future_responder() -> tuple[asyncio.Future[Any], Responder]:
             fut.set_result(value)
 
     return fut, respond
+
+
+def is_share_group(broker: Any, group_id: str) -> bool:
+    """Classic APIs answer GROUP_ID_NOT_FOUND for share groups ("not a classic group")."""
+    return broker.groups.store_for(group_id).group_type(group_id) == "share"
 
 
 def client_host(ctx: Any) -> str:
@@ -132,6 +139,8 @@ def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _join_response(JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id or ""), v)
+    if is_share_group(broker, req.group_id):
+        return _join_response(JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, req.member_id or ""), v)
     join = JoinRequest(
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,
@@ -182,6 +191,8 @@ def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
+    if is_share_group(broker, req.group_id):
+        return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     fut, respond = future_responder()
 
@@ -217,6 +228,8 @@ def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+    if is_share_group(broker, req.group_id):
+        return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
     fut, respond = future_responder()
     instance = req.group_instance_id if v >= 3 else None
 
@@ -250,6 +263,8 @@ def handle_leave(broker: Any, ctx: Any, req: Any) -> Any:
         identities = [(req.member_id, None)]
     if not req.group_id:
         return leave_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    if is_share_group(broker, req.group_id):
+        return leave_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     fut, respond = future_responder()
 
     def op(group: ClassicGroup | None, now: int) -> Outcome:
@@ -379,6 +394,16 @@ def handle_list(broker: Any, ctx: Any, req: Any) -> Any:
                 group_type="classic",
             )
         )
+    for sg in broker.groups.all_share_groups():
+        if sg.dead or (states is not None and sg.state.lower() not in states):
+            continue
+        if types is not None and "share" not in types:
+            continue
+        listed.append(
+            _LGResp.ListedGroup(
+                group_id=sg.group_id, protocol_type="share", group_state=sg.state, group_type="share"
+            )
+        )
     return _LGResp(throttle_time_ms=0, error_code=0, groups=listed)
 
 
@@ -393,10 +418,27 @@ _DGResp = response_class(ApiKey.DeleteGroups)
 def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
     results: list[tuple[str, asyncio.Future[Any] | int]] = []
     for gid in req.groups_names:
-        if not gid:
+        if gid is None:  # only null: "" is deletable in Kafka ("for backwards compatibility")
             results.append((gid, ErrorCode.INVALID_GROUP_ID))
             continue
         fut, respond = future_responder()
+        if broker.groups.store_for(gid).group_type(gid) == "share":
+
+            def share_op(group: ShareGroup | None, now: int, respond: Responder = respond) -> Outcome:
+                if group is None or group.dead:
+                    out = Outcome()
+                    out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
+                elif group.members:
+                    out = Outcome()
+                    out.respond(respond, ErrorCode.NON_EMPTY_GROUP)
+                else:
+                    out = group.delete()
+                    out.respond(respond, 0)
+                return out
+
+            broker.groups.actor(gid).tell_share(share_op)
+            results.append((gid, fut))
+            continue
 
         def op(group: ClassicGroup | None, now: int, respond: Responder = respond) -> Outcome:
             if group is None:

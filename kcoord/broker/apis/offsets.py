@@ -6,11 +6,13 @@ Behaviour / version notes:
   FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while completing a rebalance);
   a commit with a generation to an unknown group is ILLEGAL_GENERATION, from v9
   GROUP_ID_NOT_FOUND; unknown topics/partitions are UNKNOWN_TOPIC_OR_PARTITION (v10 by topic id:
-  UNKNOWN_TOPIC_ID); metadata over offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE;
+  UNKNOWN_TOPIC_ID); metadata longer than offset.metadata.max.bytes is
+  OFFSET_METADATA_TOO_LARGE (counted as Kafka does: UTF-16 units of a Java string, not bytes);
   RetentionTimeMs (v2-v4) other than -1 gives the offsets their own expiry (value v1, KIP-211);
   the response is sent once the commit is durable;
 - OffsetFetch: v2+ Topics = null returns every committed offset of the group, with a top-level
-  error code (KIP-88); unknown groups and partitions give offset -1, empty metadata and no
+  error code (KIP-88), while before v2 a null does not parse in Kafka and closes the
+  connection; unknown groups and partitions give offset -1, empty metadata and no
   error; v8+ batches groups; v10 names topics by id. The answer waits until everything the
   group wrote before it is durable, so no reader ever sees an offset a crash could take back:
   RequireStable (v7+) is therefore always satisfied (there are no transactional offsets);
@@ -27,7 +29,8 @@ from typing import Any
 
 import structlog
 
-from kcoord.broker.apis.groups import _await, future_responder
+from kcoord.broker.apis.groups import _await, future_responder, is_share_group
+from kcoord.broker.dispatcher import CloseConnection
 from kcoord.broker.groups import offsets as offset_rules
 from kcoord.broker.groups.group import ClassicGroup, GroupState, Outcome
 from kcoord.protocol.errors import ErrorCode
@@ -46,6 +49,12 @@ def _warn_empty_group(ctx: Any, api: str) -> None:
         log.warning("empty group id is deprecated (KIP-289)", api=api, client_id=client, peer=ctx.client_host)
 
 
+def _java_length(s: str) -> int:
+    """String.length() in Java (UTF-16 code units): what Kafka compares with
+    offset.metadata.max.bytes, despite the name."""
+    return len(s.encode("utf-16-le")) // 2
+
+
 # --- OffsetCommit ------------------------------------------------------------------------------
 _CResp = response_class(ApiKey.OffsetCommit)
 _CTopic = _CResp.OffsetCommitResponseTopic
@@ -56,6 +65,8 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    if is_share_group(broker, req.group_id):
+        return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     if req.group_id == "":
         _warn_empty_group(ctx, "OffsetCommit")
     pm = broker.partitions
@@ -74,7 +85,7 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
                 entry[1] = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not 0 <= p.partition_index < len(topic.partitions):
                 entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_meta:
+            elif p.committed_metadata is not None and _java_length(p.committed_metadata) > max_meta:
                 entry[1] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 commits.append(
@@ -181,6 +192,9 @@ def _fetch_group(broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted) -
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return fut
+    if is_share_group(broker, group_id):
+        respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
+        return fut
     if group_id == "":
         _warn_empty_group(ctx, "OffsetFetch")
 
@@ -204,7 +218,10 @@ def _partition_values(value: Any) -> tuple[int, int, str]:
 def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
     v = ctx.api_version
     if v < 8:
-        wanted = _Wanted(broker, req.topics if v >= 2 else (req.topics or []), v)
+        if v < 2 and req.topics is None:
+            # Topics became nullable in v2 (KIP-88); Kafka cannot parse a null before that.
+            raise CloseConnection(f"OffsetFetch v{v}: topics is not nullable before v2")
+        wanted = _Wanted(broker, req.topics, v)
         fut = _fetch_group(broker, ctx, req.group_id, wanted)
 
         def build_old(result: Any) -> Any:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import struct
 import time
 import uuid
 from collections import deque
@@ -25,9 +27,12 @@ import structlog
 
 from kcoord.broker.groups import offsets as offset_rules
 from kcoord.broker.groups.group import ClassicGroup, GroupConfig, Outcome, Record
-from kcoord.broker.groups.records import decode_record, encode_key, encode_value
+from kcoord.broker.groups.records import decode_key, decode_record, encode_key, encode_value
 from kcoord.broker.groups.store import GroupStore
 from kcoord.broker.partitions import PartitionManager, Topic
+from kcoord.broker.share.config import share_partition_config
+from kcoord.broker.share.group import ShareGroup
+from kcoord.broker.share.records import ShareCheckpointKey, ShareDeltaKey, ShareDeltaValue
 from kcoord.clock import Clock
 from kcoord.config import BrokerConfig
 from kcoord.protocol import records as batches
@@ -44,8 +49,11 @@ _LOAD_PROGRESS_EVERY = 200_000
 
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    data = s.encode("utf-16-be")
     h = 0
-    for unit in memoryview(s.encode("utf-16-be")).cast("H") if s else ():
+    # Explicitly big-endian units: a native-order cast would swap the bytes of every unit on
+    # little-endian machines and put groups in other partitions than Kafka's partitionFor.
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
         h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
@@ -67,6 +75,9 @@ class CoordinatorShard:
         self._pending: list[Record] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._scheduled = False
+        # Log offset of the last state record of each share-partition: a SHARE_DELTA points
+        # back to it (BackOffset), as the KIP-932 seed lays out the chain.
+        self.share_last_offset: dict[tuple[str, Any, int], int] = {}
 
     def write(self, records: list[Record]) -> asyncio.Future[None]:
         """Queue records for this turn's batch; the future completes when they are durable."""
@@ -85,6 +96,7 @@ class CoordinatorShard:
         waiters, self._waiters = self._waiters, []
         try:
             now = self.clock.now_ms()
+            recs = self._link_share_records(recs, self.log.log_end_offset)
             data = batches.build_batch([(encode_key(k), encode_value(v)) for k, v in recs], now)
             headers = [batches.read_header(data)]
             self.log.append(data, headers, now)
@@ -112,8 +124,23 @@ class CoordinatorShard:
 
         durable.add_done_callback(release)
 
+    def _link_share_records(self, recs: list[Record], base_offset: int) -> list[Record]:
+        """Fill in BackOffset of SHARE_DELTA records: their offsets are known only now."""
+        out = recs
+        for i, (key, value) in enumerate(recs):
+            if not isinstance(key, ShareCheckpointKey | ShareDeltaKey) or value is None:
+                continue
+            pkey = (key.group_id, key.topic_id, key.partition)
+            if isinstance(value, ShareDeltaValue):
+                if out is recs:
+                    out = list(recs)
+                out[i] = (key, dataclasses.replace(value, back_offset=self.share_last_offset.get(pkey, -1)))
+            self.share_last_offset[pkey] = base_offset + i
+        return out
+
 
 Op = Callable[[ClassicGroup | None, int], Outcome]
+ShareOp = Callable[[ShareGroup | None, int], Outcome]
 
 
 class GroupActor:
@@ -123,15 +150,22 @@ class GroupActor:
         self.coordinator = coordinator
         self.group_id = group_id
         self.shard = shard
-        self.mailbox: deque[tuple[Op, bool]] = deque()
+        self.mailbox: deque[tuple[Any, bool, bool]] = deque()
         self._scheduled = False
         self._last_write: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
 
     def tell(self, op: Op, create: bool = False) -> None:
-        """Queue ``op``; it gets the group (created first when ``create``) or None."""
-        self.mailbox.append((op, create))
+        """Queue ``op``; it gets the classic group (created first when ``create``) or None."""
+        self._enqueue(op, create, False)
+
+    def tell_share(self, op: ShareOp, create: bool = False) -> None:
+        """Queue ``op``; it gets the share group (created first when ``create``) or None."""
+        self._enqueue(op, create, True)
+
+    def _enqueue(self, op: Any, create: bool, share: bool) -> None:
+        self.mailbox.append((op, create, share))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._drain)
@@ -140,9 +174,17 @@ class GroupActor:
         self._scheduled = False
         store = self.shard.store
         while self.mailbox:
-            op, create = self.mailbox.popleft()
+            op, create, share = self.mailbox.popleft()
             now = self.coordinator.clock.now_ms()
-            group = store.get_or_create(self.group_id, now) if create else store.get(self.group_id)
+            group: ClassicGroup | ShareGroup | None
+            if share:
+                group = store.get_share(self.group_id)
+                if group is None and create and store.get(self.group_id) is None:
+                    group = store.get_or_create_share(self.group_id)
+            else:
+                group = store.get(self.group_id)
+                if group is None and create and store.get_share(self.group_id) is None:
+                    group = store.get_or_create(self.group_id, now)
             try:
                 outcome = op(group, now)
             except Exception as e:
@@ -152,7 +194,7 @@ class GroupActor:
             self._commit(outcome, now)
         self._arm_timer()
         if (
-            self.shard.store.get(self.group_id) is None
+            self.shard.store.group_type(self.group_id) is None
             and self._timer is None
             and (self._last_write is None or self._last_write.done())
         ):
@@ -182,7 +224,8 @@ class GroupActor:
         pending.add_done_callback(release)
 
     def _arm_timer(self) -> None:
-        group = self.shard.store.get(self.group_id)
+        store = self.shard.store
+        group = store.get(self.group_id) or store.get_share(self.group_id)
         deadline = group.next_deadline() if group is not None else None
         if deadline == self._timer_at:
             return
@@ -197,7 +240,13 @@ class GroupActor:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        self.tell(lambda g, now: g.on_timer(now) if g is not None else Outcome())
+        if self.shard.store.get_share(self.group_id) is not None:
+            lookup = self.coordinator.topic_lookup
+            self.tell_share(
+                lambda g, now: self.coordinator.share_timer(g, now, lookup) if g is not None else Outcome()
+            )
+        else:
+            self.tell(lambda g, now: g.on_timer(now) if g is not None else Outcome())
 
 
 class GroupCoordinator:
@@ -226,6 +275,8 @@ class GroupCoordinator:
             config.log_cleaner_min_cleanable_ratio,
         )
         self.failed: BaseException | None = None
+        self.share_waiters: Callable[[str], None] | None = None  # wakes ShareFetch long polls
+        self.share_load_times: list[float] = []  # partition-load-time of partitions with share state
         self.on_failure: Callable[[BaseException], None] | None = None
 
     # --- lookup ------------------------------------------------------------------------------
@@ -241,6 +292,25 @@ class GroupCoordinator:
 
     def all_groups(self) -> list[ClassicGroup]:
         return [g for s in self.shards for g in s.store.groups.values()]
+
+    def all_share_groups(self) -> list[ShareGroup]:
+        return [g for s in self.shards for g in s.store.share_groups.values()]
+
+    def store_for(self, group_id: str) -> GroupStore:
+        return self.shard_for(group_id).store
+
+    def topic_lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        """Topic name -> (id, partition count) for share group assignment (existing topics only)."""
+        topic = self.partition_manager.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.partitions)
+
+    def share_timer(self, group: ShareGroup, now: int, lookup: Any) -> Outcome:
+        out = group.on_timer(now, lookup)
+        if self.share_waiters is not None:
+            self.share_waiters(group.group_id)
+        return out
 
     def fail(self, exc: BaseException) -> None:
         """A coordinator write failed: memory is ahead of the log, so stop serving (fail-stop)."""
@@ -266,10 +336,16 @@ class GroupCoordinator:
         now = self.clock.now_ms()
         for i in range(self.num_partitions):
             lg = Log.open(data_dir / f"{OFFSETS_TOPIC}-{i}", log_config, self.flusher, unclean=unclean)
-            store = GroupStore(self.group_config)
-            n = self._replay(lg, store, now, total)
+            store = GroupStore(
+                self.group_config, lambda configs: share_partition_config(configs, self.config)
+            )
+            shard = CoordinatorShard(i, lg, store, self.flusher, self.clock)
+            loading = time.monotonic()
+            n = self._replay(lg, store, now, total, shard.share_last_offset)
+            if store.share_groups:
+                self.share_load_times.append(time.monotonic() - loading)
             total += n
-            self.shards.append(CoordinatorShard(i, lg, store, self.flusher, self.clock))
+            self.shards.append(shard)
             self.cleaner.register(lg)
             self.partition_manager.add_internal_partition(topic, lg)
         groups = sum(len(s.store.groups) for s in self.shards)
@@ -296,7 +372,13 @@ class GroupCoordinator:
         )
 
     @staticmethod
-    def _replay(lg: Log, store: GroupStore, now: int, loaded_before: int) -> int:
+    def _replay(
+        lg: Log,
+        store: GroupStore,
+        now: int,
+        loaded_before: int,
+        share_last_offset: dict[Any, int] | None = None,
+    ) -> int:
         count = 0
 
         def records() -> Any:
@@ -304,10 +386,13 @@ class GroupCoordinator:
             for h, data in lg.batches():
                 if h.is_control:
                     continue
-                for _off, _ts, key, value in batches.iter_records(data, h):
+                for off, _ts, key, value in batches.iter_records(data, h):
                     if key is None:
                         continue
                     count += 1
+                    if share_last_offset is not None and key[:2] in (b"\x00\x64", b"\x00\x65"):
+                        k = decode_key(key)
+                        share_last_offset[(k.group_id, k.topic_id, k.partition)] = off
                     if (loaded_before + count) % _LOAD_PROGRESS_EVERY == 0:
                         log.info(
                             "replaying coordinator log",

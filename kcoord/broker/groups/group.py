@@ -188,7 +188,9 @@ class ClassicGroup:
         self.protocol_name = value.protocol
         self.generation = value.generation
         self.leader = value.leader
-        self.state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else now
+        # -1 when the record predates KIP-211 (value v0/v1): an Empty group then expires each
+        # offset from its commit timestamp, as Kafka's ClassicGroup does, not from load time.
+        self.state_timestamp = value.current_state_timestamp
         self.members = {}
         self.static_members = {}
         for m in value.members:

@@ -11,6 +11,14 @@ followed by the fields of that version; a null value is a tombstone.
   rebalance timeout), v2 (+ current_state_timestamp, KIP-211), v3 (+ group.instance.id),
   v4 (flexible).
 
+kcoord's own record types (Kafka's __consumer_offsets types stop below 100):
+
+- type 100/101, SHARE_CHECKPOINT / SHARE_DELTA: share-partition state (kcoord/broker/share/records.py);
+- type 102, share group metadata: key (group); value v0 (group epoch int32). Written whenever the
+  epoch moves, so epochs never go back after a restart; members are not persisted (they rejoin);
+- type 103, group configs: key (group); value v0 (int32 count, then name string, value string):
+  the group's config overrides (IncrementalAlterConfigs on a GROUP resource).
+
 kcoord writes offset commit v1 when a v2-v4 OffsetCommit carried a retention time, else v3, and
 group metadata v3; it reads every version above. These codecs are written by hand because
 replay of large logs decodes millions of them; the unit tests check them against the JSON
@@ -21,10 +29,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 OFFSET_COMMIT_TYPES = (0, 1)
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
+SHARE_RECORD_TYPES = (100, 101)
+SHARE_GROUP_KEY_TYPE = 102
+GROUP_CONFIG_KEY_TYPE = 103
 
 OFFSET_VALUE_WITH_EXPIRY = 1
 OFFSET_VALUE_VERSION = 3
@@ -83,8 +95,28 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupValue:
+    group_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigValue:
+    configs: tuple[tuple[str, str], ...]
+
+
+Key = OffsetCommitKey | GroupMetadataKey | ShareGroupKey | GroupConfigKey | Any
+Value = OffsetCommitValue | GroupMetadataValue | ShareGroupValue | GroupConfigValue | Any
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -104,12 +136,30 @@ def _bytes(b: bytes) -> bytes:
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return _H.pack(OFFSET_COMMIT_KEY_TYPE) + _str(key.group) + _str(key.topic) + _I.pack(key.partition)
-    return _H.pack(GROUP_METADATA_KEY_TYPE) + _str(key.group)
+    if isinstance(key, GroupMetadataKey):
+        return _H.pack(GROUP_METADATA_KEY_TYPE) + _str(key.group)
+    if isinstance(key, ShareGroupKey):
+        return _H.pack(SHARE_GROUP_KEY_TYPE) + _str(key.group)
+    if isinstance(key, GroupConfigKey):
+        return _H.pack(GROUP_CONFIG_KEY_TYPE) + _str(key.group)
+    from kcoord.broker.share import records as share_records
+
+    return share_records.encode_key(key)
 
 
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
+    if isinstance(value, ShareGroupValue):
+        return _H.pack(0) + _I.pack(value.group_epoch)
+    if isinstance(value, GroupConfigValue):
+        return (
+            _H.pack(0) + _I.pack(len(value.configs)) + b"".join(_str(n) + _str(v) for n, v in value.configs)
+        )
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        from kcoord.broker.share import records as share_records
+
+        return share_records.encode_value(value)
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp is not None:
             return (
@@ -237,6 +287,14 @@ def decode_key(buf: bytes) -> Key:
         return OffsetCommitKey(r.str(), r.str(), r.i32())
     if kind == GROUP_METADATA_KEY_TYPE:
         return GroupMetadataKey(r.str())
+    if kind == SHARE_GROUP_KEY_TYPE:
+        return ShareGroupKey(r.str())
+    if kind == GROUP_CONFIG_KEY_TYPE:
+        return GroupConfigKey(r.str())
+    if kind in SHARE_RECORD_TYPES:
+        from kcoord.broker.share import records as share_records
+
+        return share_records.decode_key(buf)
     raise RecordFormatError(f"unknown record type {kind}")
 
 
@@ -301,7 +359,18 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[Key, Value | None]:
         return k, None
     if isinstance(k, OffsetCommitKey):
         return k, decode_offset_value(value)
-    return k, decode_group_value(value)
+    if isinstance(k, GroupMetadataKey):
+        return k, decode_group_value(value)
+    r = _Reader(value, 0)
+    if isinstance(k, ShareGroupKey):
+        r.i16()
+        return k, ShareGroupValue(r.i32())
+    if isinstance(k, GroupConfigKey):
+        r.i16()
+        return k, GroupConfigValue(tuple((r.str(), r.str()) for _ in range(r.array_len())))
+    from kcoord.broker.share import records as share_records
+
+    return k, share_records.decode_value(k, value)
 
 
 def subscribed_topics(subscription: bytes) -> set[str] | None:

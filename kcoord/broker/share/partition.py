@@ -1,0 +1,767 @@
+"""One share-partition: the in-flight records of a (share group, topic, partition), as Kafka's
+SharePartition (KIP-932), as a plain synchronous state machine.
+
+State. The share-partition start offset (SPSO) and end offset (SPEO); every offset in
+[SPSO, SPEO) is in flight: Available, Acquired (by a member, until a lock deadline),
+Acknowledged or Archived, each with a delivery count. Offsets are held as runs of identical
+state (``_Run``), split on demand and merged back, so a fetch of 500 records acquired together
+is one object. Offsets between the log batches a fetch saw (compacted away, or batches the
+caller left out such as control batches) are Archived with delivery count 0 as soon as the
+fetch passes them and are never handed out; acknowledgements that cover them ignore them.
+SPSO moves over the leading Acknowledged/Archived records, and state below SPSO is dropped.
+
+Operations take the current time ``now`` (ms) and return the records to persist: a
+SHARE_DELTA (records.py) with the ranges the operation changed, or, per the checkpoint policy,
+a SHARE_CHECKPOINT (next checkpoint epoch) followed by tombstones for the delta keys it
+supersedes. The records are already reflected in this object; ``apply`` (shared with log
+replay, see ``from_records``) ignores records it has already seen, so an actor may apply them
+again. What a restart must reproduce is ``durable_view()``.
+
+Durable form (the seed's examples). Acquired is transient: an Acquired record with delivery
+count n is written as Available with n - 1, so a first delivery writes nothing and a restart
+redelivers the record. A delta covers the changed ranges plus, in front of them, every offset
+between the end of what the log already records (the "durable end") and the change, so that
+replay sees a contiguous state (the seed's "Acknowledge 119" delta carries 111-118 as
+Available / 0). Trailing Available or Archived offsets with delivery count 0 are equivalent to
+"not delivered yet" (the log is read again there after a restart), so the durable view trims
+them and its end offset may be below the live SPEO.
+
+Kafka 4.x behaviour followed beyond the seed:
+- acquire: whole log batches against ``max_records`` (soft limit, at least one batch); no new
+  offset at or beyond SPSO + ``max_record_locks``; an Available record whose next delivery is
+  its last (delivery count limit > 2) is delivered alone; Available records inside the fetched
+  span that the log no longer has (compacted) are archived (Kafka's maybeArchiveStaleBatches).
+- release (ack type 2) and lock expiry: Available, or Archived once the delivery count has
+  reached ``delivery_count_limit``; a member leaving (``release_member``) gives its records
+  back with the delivery count decremented (Kafka's DeliveryCountOps.DECREASE: they may never
+  have reached the consumer), so that writes nothing.
+- acknowledge: validated as KafkaApis.validateAcknowledgementBatches (INVALID_REQUEST for
+  first > last, batches out of order or overlapping, no types, a type list that is neither one
+  entry nor one per offset, an unknown type); batches entirely below SPSO are skipped, the part
+  of a batch below SPSO is ignored; offsets at or past SPEO are INVALID_REQUEST ("past acquired
+  records"); any offset not Acquired by the member is INVALID_RECORD_STATE. All or nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+from kcoord.broker.share.records import (
+    ShareCheckpointKey,
+    ShareCheckpointValue,
+    ShareDeltaKey,
+    ShareDeltaValue,
+    ShareKey,
+    ShareRecord,
+    ShareValue,
+    StateBatch,
+)
+from kcoord.protocol.errors import ErrorCode
+
+Record = ShareRecord
+
+
+class RecordState(IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AckType(IntEnum):
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4  # KIP-1222 (Kafka 4.2+); whether a request may carry it is the handler's business
+
+
+_ACK_TYPES = frozenset(int(t) for t in AckType)
+_TERMINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_TRIVIAL = (RecordState.AVAILABLE, RecordState.ARCHIVED)  # with delivery count 0: "not delivered"
+
+
+@dataclass(frozen=True)
+class SharePartitionConfig:
+    record_lock_duration_ms: int = 30000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    # Checkpoint policy: write a SHARE_CHECKPOINT instead of the next SHARE_DELTA once the
+    # current checkpoint epoch has this many deltas, or (checkpoint_when_smaller) when the
+    # checkpoint would hold fewer state batches than the delta.
+    checkpoint_every_deltas: int = 50
+    checkpoint_when_smaller: bool = True
+
+
+class AcquiredRange(NamedTuple):
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+class AcquireResult(NamedTuple):
+    acquired: list[AcquiredRange]
+    records: list[Record]
+
+
+class AckResult(NamedTuple):
+    error_code: int
+    records: list[Record]
+    counts: dict[AckType, int]  # records acknowledged per type (metrics); empty on error
+
+
+class InFlightBatch(NamedTuple):
+    """A run of in-flight offsets in the same state (for inspection and tests)."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+    member_id: str | None
+    deadline: int | None
+
+
+@dataclass(frozen=True)
+class DurableView:
+    """The normalized state a restart must reproduce (Acquired as Available with count - 1,
+    adjacent equal ranges merged, trailing not-yet-delivered ranges trimmed)."""
+
+    start_offset: int
+    end_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+class _Run:
+    __slots__ = ("dc", "deadline", "first", "last", "member", "state")
+
+    def __init__(
+        self, first: int, last: int, state: RecordState, dc: int, member: str | None, deadline: int | None
+    ) -> None:
+        self.first = first
+        self.last = last
+        self.state = state
+        self.dc = dc
+        self.member = member
+        self.deadline = deadline
+
+    def same(self, o: _Run) -> bool:
+        return (
+            self.state == o.state
+            and self.dc == o.dc
+            and self.member == o.member
+            and self.deadline == o.deadline
+        )
+
+    def durable(self) -> tuple[int, int]:
+        if self.state == RecordState.ACQUIRED:
+            return RecordState.AVAILABLE, self.dc - 1
+        return self.state, self.dc
+
+    def is_gap(self) -> bool:
+        return self.state == RecordState.ARCHIVED and self.dc == 0
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"_Run({self.first}-{self.last} {self.state.name} dc={self.dc} {self.member} {self.deadline})"
+
+
+def _first(run: _Run) -> int:
+    return run.first
+
+
+class _Stop(Exception):
+    """Ends an acquisition early (a last-delivery record is delivered alone)."""
+
+
+def _merge_intervals(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+class SharePartition:
+    def __init__(
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        config: SharePartitionConfig,
+        start_offset: int,
+    ) -> None:
+        """A fresh share-partition whose SPSO the caller resolved (share.auto.offset.reset).
+
+        Nothing is durable until ``initialize()`` (or the first operation) writes checkpoint 1.
+        """
+        self.group_id = group_id
+        self.topic_id = topic_id
+        self.partition = partition
+        self.config = config
+        self.start_offset = start_offset  # SPSO
+        self.end_offset = start_offset  # SPEO
+        self._runs: list[_Run] = []
+        self._locks: dict[int, int] = {}  # lock deadline -> number of offsets acquired until then
+        # Durable bookkeeping: what replaying the records written so far yields.
+        self.checkpoint_epoch = 0  # 0: nothing written yet
+        self.delta_seq = 0  # last delta written in this checkpoint epoch
+        self._durable_end = start_offset
+        self._dirty: list[tuple[int, int]] = []
+        self.deleted = False
+        # Metrics: records acknowledged per type (record-acknowledgement-count, ack-type tag).
+        self.acknowledgements: Counter[str] = Counter()
+
+    # --- construction from records --------------------------------------------------------
+    @classmethod
+    def from_records(
+        cls,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        config: SharePartitionConfig,
+        records: Iterable[tuple[ShareKey, ShareValue | None]],
+    ) -> SharePartition | None:
+        """Replay the records of this share-partition (log order); None if no checkpoint is live."""
+        sp = cls(group_id, topic_id, partition, config, 0)
+        for key, value in records:
+            sp.apply(key, value)
+        return sp if sp.checkpoint_epoch > 0 else None
+
+    def apply(self, key: ShareKey, value: ShareValue | None) -> None:
+        """Rebuild state from one record: a checkpoint replaces, a delta overlays.
+
+        Records already reflected here (a checkpoint epoch not above ours, a delta of our epoch
+        with a sequence not above ours) and deltas of other epochs (superseded) are ignored.
+        """
+        if isinstance(key, ShareCheckpointKey):
+            if value is None:
+                self._load(0, 0, ())
+                self.checkpoint_epoch = 0
+                self.delta_seq = 0
+                self.deleted = True
+                return
+            assert isinstance(value, ShareCheckpointValue)
+            if value.checkpoint_epoch <= self.checkpoint_epoch:
+                return
+            self._load(value.start_offset, value.end_offset, value.batches)
+            self.checkpoint_epoch = value.checkpoint_epoch
+            self.delta_seq = 0
+            self.deleted = False
+            return
+        if value is None or key.checkpoint_epoch != self.checkpoint_epoch or key.delta_seq <= self.delta_seq:
+            return
+        assert isinstance(value, ShareDeltaValue)
+        for b in value.batches:
+            self._overlay(b)
+        self.delta_seq = key.delta_seq
+        self._advance_start()
+        self._durable_end = self.end_offset
+
+    def _load(self, start: int, end: int, batches: Iterable[StateBatch]) -> None:
+        self._clear()
+        self.start_offset = self.end_offset = start
+        self._durable_end = start
+        for b in batches:
+            if b.base_offset < end:
+                self._overlay(
+                    StateBatch(b.base_offset, min(b.last_offset, end - 1), b.state, b.delivery_count)
+                )
+        if self.end_offset < end:
+            self._extend(end - 1, RecordState.AVAILABLE, 0, None, None)
+        self._advance_start()
+        self._durable_end = self.end_offset
+
+    def _overlay(self, b: StateBatch) -> None:
+        first = max(b.base_offset, self.start_offset)
+        last = b.last_offset
+        if last < first:
+            return
+        if last >= self.end_offset:
+            # Offsets up to the batch that no record mentioned have not been delivered.
+            self._extend(last, RecordState.AVAILABLE, 0, None, None)
+        state = RecordState(b.state)
+        self._update(first, last, lambda r: (state, b.delivery_count, None, None))
+
+    # --- inspection ---------------------------------------------------------------------------
+    def next_fetch_offset(self) -> int:
+        """The lowest offset that could be acquired: the first Available one, else SPEO."""
+        for r in self._runs:
+            if r.state == RecordState.AVAILABLE:
+                return r.first
+        return self.end_offset
+
+    def can_acquire(self) -> bool:
+        """False when nothing is Available and SPEO has reached SPSO + max_record_locks."""
+        if self.end_offset < self.start_offset + self.config.max_record_locks:
+            return True
+        return any(r.state == RecordState.AVAILABLE for r in self._runs)
+
+    def next_deadline(self) -> int | None:
+        """The earliest acquisition lock deadline, if any record is Acquired."""
+        return min(self._locks) if self._locks else None
+
+    def in_flight(self) -> list[InFlightBatch]:
+        return [InFlightBatch(r.first, r.last, r.state, r.dc, r.member, r.deadline) for r in self._runs]
+
+    def state_of(self, offset: int) -> InFlightBatch | None:
+        """The run holding ``offset``, or None outside [SPSO, SPEO)."""
+        if not self.start_offset <= offset < self.end_offset:
+            return None
+        r = self._runs[self._find(offset)]
+        return InFlightBatch(r.first, r.last, r.state, r.dc, r.member, r.deadline)
+
+    def durable_view(self) -> DurableView:
+        batches = self._durable_batches(None)
+        end = batches[-1].last_offset + 1 if batches else self.start_offset
+        return DurableView(self.start_offset, end, tuple(batches))
+
+    def _durable_batches(self, limit: int | None) -> list[StateBatch]:
+        """Normalized durable batches; with ``limit``, stops once more than that many are sure."""
+        out: list[list[int]] = []  # [first, last, state, dc]
+        trivial_tail = 0  # how many trailing entries of out are trivial
+        for r in self._runs:
+            state, dc = r.durable()
+            if out and out[-1][2] == state and out[-1][3] == dc and out[-1][1] + 1 == r.first:
+                out[-1][1] = r.last
+                continue
+            out.append([r.first, r.last, state, dc])
+            if dc == 0 and state in _TRIVIAL:
+                trivial_tail += 1
+            else:
+                trivial_tail = 0
+            if limit is not None and len(out) - trivial_tail > limit:
+                break
+        if trivial_tail:
+            del out[len(out) - trivial_tail :]
+        return [StateBatch(a, b, s, d) for a, b, s, d in out]
+
+    # --- acquisition -------------------------------------------------------------------------
+    def acquire(
+        self,
+        member_id: str,
+        log_batches: Sequence[tuple[int, int]],
+        max_records: int,
+        now: int,
+        strict: bool = False,
+    ) -> AcquireResult:
+        """Acquire records for ``member_id`` from the log batches a fetch read.
+
+        ``log_batches``: (first_offset, last_offset) of the batches read from the log starting at
+        or before ``next_fetch_offset()``, in offset order, whole batches; offsets between them
+        are gaps and are never handed out (leave control batches, and aborted batches under
+        read_committed, out to make them gaps). Returns the acquired ranges, merged where
+        contiguous with the same delivery count, and the records to persist (none for first
+        deliveries).
+
+        ``max_records`` is soft (whole batches, at least one) unless ``strict``, ShareFetch v2's
+        record_limit acquire mode: then no more than ``max_records`` are acquired, splitting
+        batches, and the rest stays Available.
+        """
+        if self.deleted:
+            return AcquireResult([], [])
+        acquired: list[list[int]] = []
+        if max_records > 0 and log_batches:
+            with contextlib.suppress(_Stop):
+                self._acquire(member_id, log_batches, max_records, now, acquired, strict)
+        return AcquireResult([AcquiredRange(a, b, dc) for a, b, dc in acquired], self._commit())
+
+    def _acquire(
+        self,
+        member: str,
+        log_batches: Sequence[tuple[int, int]],
+        max_records: int,
+        now: int,
+        acquired: list[list[int]],
+        strict: bool = False,
+    ) -> None:
+        cfg = self.config
+        deadline = now + cfg.record_lock_duration_ms
+        cap = self.start_offset + cfg.max_record_locks  # new offsets must stay below this
+        count = 0
+
+        def took(first: int, last: int, dc: int) -> None:
+            nonlocal count
+            count += last - first + 1
+            if acquired and acquired[-1][1] + 1 == first and acquired[-1][2] == dc:
+                acquired[-1][1] = last
+            else:
+                acquired.append([first, last, dc])
+
+        pos = max(self.next_fetch_offset(), self.start_offset)
+        for bf, bl in log_batches:
+            if bl < bf or bl < pos:
+                continue
+            if count >= max_records:
+                return
+            if bf > pos:  # a gap: [pos, bf)
+                self._archive_stale(pos, min(bf, self.end_offset) - 1)
+                if bf > self.end_offset:
+                    if bf >= cap:
+                        return
+                    self._extend(bf - 1, RecordState.ARCHIVED, 0, None, None)
+                pos = bf
+            # In-flight part of the batch: Available records are redelivered.
+            off = pos
+            in_last = min(bl, self.end_offset - 1)
+            while off <= in_last:
+                r = self._runs[self._find(off)]
+                seg = min(r.last, in_last)
+                if r.state == RecordState.AVAILABLE:
+                    if strict:
+                        if count >= max_records:
+                            return
+                        seg = min(seg, off + max_records - count - 1)
+                    self._redeliver(member, off, seg, r.dc, deadline, count, took)
+                off = seg + 1
+            # New records beyond SPEO.
+            first_new = max(pos, self.end_offset)
+            last_new = min(bl, cap - 1)
+            if strict:
+                if count >= max_records:
+                    return
+                last_new = min(last_new, first_new + max_records - count - 1)
+            if first_new <= last_new:
+                self._extend(last_new, RecordState.ACQUIRED, 1, member, deadline)
+                took(first_new, last_new, 1)
+            pos = bl + 1
+
+    def _redeliver(
+        self,
+        member: str,
+        first: int,
+        last: int,
+        dc: int,
+        deadline: int,
+        count: int,
+        took: Callable[[int, int, int], None],
+    ) -> None:
+        limit = self.config.delivery_count_limit
+        if dc >= limit:  # e.g. the limit was lowered: never deliver it again
+            self._update(first, last, lambda r: (RecordState.ARCHIVED, r.dc, None, None))
+            self._dirty.append((first, last))
+            return
+        if limit > 2 and dc == limit - 1:
+            # Its last delivery: deliver it alone, so a poison record takes no others down with it.
+            if count > 0:
+                raise _Stop
+            self._update(first, first, lambda r: (RecordState.ACQUIRED, dc + 1, member, deadline))
+            took(first, first, dc + 1)
+            raise _Stop
+        self._update(first, last, lambda r: (RecordState.ACQUIRED, dc + 1, member, deadline))
+        took(first, last, dc + 1)
+
+    def _archive_stale(self, first: int, last: int) -> None:
+        """Available in-flight records in a gap of the log: compacted away since; archive them."""
+        off = max(first, self.start_offset)
+        while off <= last:
+            r = self._runs[self._find(off)]
+            seg = min(r.last, last)
+            if r.state == RecordState.AVAILABLE:
+                self._update(off, seg, lambda r: (RecordState.ARCHIVED, r.dc, None, None))
+                self._dirty.append((off, seg))
+            off = seg + 1
+
+    # --- acknowledgement ---------------------------------------------------------------------
+    def acknowledge(
+        self, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]], now: int
+    ) -> AckResult:
+        """Acknowledge records ``member_id`` holds: batches of (first, last, ack_types), with one
+        type for the whole range or one per offset (0 Gap, 1 Accept, 2 Release, 3 Reject,
+        4 Renew). All or nothing: an error changes nothing."""
+        if self.deleted:
+            return AckResult(ErrorCode.INVALID_RECORD_STATE, [], {})
+        # Request validation (KafkaApis.validateAcknowledgementBatches).
+        prev_last: int | None = None
+        for first, last, types in batches:
+            if first > last or (prev_last is not None and first <= prev_last) or not types:
+                return AckResult(ErrorCode.INVALID_REQUEST, [], {})
+            if len(types) > 1 and len(types) != last - first + 1:
+                return AckResult(ErrorCode.INVALID_REQUEST, [], {})
+            if not _ACK_TYPES.issuperset(types):
+                return AckResult(ErrorCode.INVALID_REQUEST, [], {})
+            prev_last = last
+        # State validation: every offset must be Acquired by the member (gaps aside).
+        for first, last, _ in batches:
+            if last < self.start_offset:
+                continue
+            if last >= self.end_offset:
+                return AckResult(ErrorCode.INVALID_REQUEST, [], {})
+            off = max(first, self.start_offset)
+            while off <= last:
+                r = self._runs[self._find(off)]
+                if not r.is_gap() and (r.state != RecordState.ACQUIRED or r.member != member_id):
+                    return AckResult(ErrorCode.INVALID_RECORD_STATE, [], {})
+                off = r.last + 1
+        counts: Counter[AckType] = Counter()
+        lock_deadline = now + self.config.record_lock_duration_ms
+        for first, last, types in batches:
+            if last < self.start_offset:
+                continue
+            lo = max(first, self.start_offset)
+            if len(types) == 1:
+                self._ack_range(lo, last, AckType(types[0]), lock_deadline, counts)
+                continue
+            for t, group in itertools.groupby(range(lo, last + 1), key=lambda o: types[o - first]):
+                offs = list(group)
+                self._ack_range(offs[0], offs[-1], AckType(t), lock_deadline, counts)
+        for t, n in counts.items():
+            self.acknowledgements[t.name.lower()] += n
+        return AckResult(ErrorCode.NONE, self._commit(), dict(counts))
+
+    def _ack_range(self, first: int, last: int, t: AckType, lock_deadline: int, counts: Counter) -> None:
+        limit = self.config.delivery_count_limit
+
+        def change(r: _Run) -> tuple[RecordState, int, str | None, int | None]:
+            if r.state != RecordState.ACQUIRED:  # a gap
+                return r.state, r.dc, r.member, r.deadline
+            counts[t] += r.last - r.first + 1
+            if t == AckType.ACCEPT:
+                return RecordState.ACKNOWLEDGED, r.dc, None, None
+            if t == AckType.RELEASE:
+                return self._released(r.dc, limit), r.dc, None, None
+            if t == AckType.RENEW:
+                return RecordState.ACQUIRED, r.dc, r.member, lock_deadline
+            return RecordState.ARCHIVED, r.dc, None, None  # GAP, REJECT
+
+        self._update(first, last, change)
+        if t != AckType.RENEW:
+            self._dirty.append((first, last))
+
+    @staticmethod
+    def _released(dc: int, limit: int) -> RecordState:
+        return RecordState.ARCHIVED if dc >= limit else RecordState.AVAILABLE
+
+    # --- locks and members --------------------------------------------------------------------
+    def on_timer(self, now: int) -> list[Record]:
+        """Release the records whose acquisition lock expired (Available, or Archived at the
+        delivery count limit)."""
+        if not self._locks or min(self._locks) > now:
+            return []
+        limit = self.config.delivery_count_limit
+        expired = [
+            (r.first, r.last)
+            for r in self._runs
+            if r.state == RecordState.ACQUIRED and r.deadline is not None and r.deadline <= now
+        ]
+        for first, last in expired:
+            self._update(first, last, lambda r: (self._released(r.dc, limit), r.dc, None, None))
+            self._dirty.append((first, last))
+        return self._commit()
+
+    def release_member(self, member_id: str, now: int) -> list[Record]:
+        """Give back every record a departed member holds, delivery count decremented (Kafka's
+        releaseAcquiredRecords); the durable form does not change, so normally no records."""
+        held = [
+            (r.first, r.last) for r in self._runs if r.state == RecordState.ACQUIRED and r.member == member_id
+        ]
+        for first, last in held:
+            self._update(first, last, lambda r: (RecordState.AVAILABLE, r.dc - 1, None, None))
+        return self._commit()
+
+    # --- start offset -------------------------------------------------------------------------
+    def move_start(self, log_start_offset: int) -> list[Record]:
+        """Retention deleted the log below ``log_start_offset``: SPSO moves up to it (everything
+        below is archived and dropped, locks included)."""
+        if self.deleted or log_start_offset <= self.start_offset:
+            return []
+        if log_start_offset > self.end_offset:
+            self._extend(log_start_offset - 1, RecordState.ARCHIVED, 0, None, None)
+        self._update(
+            self.start_offset, log_start_offset - 1, lambda r: (RecordState.ARCHIVED, r.dc, None, None)
+        )
+        self._dirty.append((self.start_offset, log_start_offset - 1))
+        return self._commit()
+
+    def reset_start(self, offset: int) -> list[Record]:
+        """AlterShareGroupOffsets: start over at ``offset`` with nothing in flight (a checkpoint)."""
+        self._clear()
+        self.start_offset = self.end_offset = offset
+        self.deleted = False
+        return self._write_checkpoint()
+
+    # --- durability ---------------------------------------------------------------------------
+    def initialize(self) -> list[Record]:
+        """The records that make a fresh share-partition durable (SHARE_CHECKPOINT epoch 1)."""
+        if self.checkpoint_epoch > 0 or self.deleted:
+            return []
+        return self._write_checkpoint()
+
+    def delete_records(self) -> list[Record]:
+        """Tombstones for every live record of this share-partition (DeleteShareGroupState)."""
+        out: list[Record] = [(self._checkpoint_key(), None)]
+        out += [(self._delta_key(self.checkpoint_epoch, s), None) for s in range(1, self.delta_seq + 1)]
+        self._clear()
+        self.end_offset = self.start_offset
+        self.checkpoint_epoch = self.delta_seq = 0
+        self.deleted = True
+        return out
+
+    def _checkpoint_key(self) -> ShareCheckpointKey:
+        return ShareCheckpointKey(self.group_id, self.topic_id, self.partition)
+
+    def _delta_key(self, epoch: int, seq: int) -> ShareDeltaKey:
+        return ShareDeltaKey(self.group_id, self.topic_id, self.partition, epoch, seq)
+
+    def _commit(self) -> list[Record]:
+        """End of an operation: move SPSO, then write what changed (a delta or a checkpoint)."""
+        if self.deleted:
+            self._dirty = []
+            return []
+        new_start = self.start_offset
+        for r in self._runs:
+            if r.state not in _TERMINAL:
+                break
+            new_start = r.last + 1
+        dirty = _merge_intervals(self._dirty)
+        self._dirty = []
+        hi = max(dirty[-1][1] if dirty else -1, new_start - 1)
+        if hi >= self._durable_end:
+            dirty = _merge_intervals([*dirty, (self._durable_end, hi)])
+        batches = self._batches_over(dirty)
+        self._drop_below(new_start)
+        if self.checkpoint_epoch == 0:
+            return self._write_checkpoint()
+        if not batches:
+            return []
+        cfg = self.config
+        if self.delta_seq >= cfg.checkpoint_every_deltas or (
+            cfg.checkpoint_when_smaller and len(self._durable_batches(len(batches))) < len(batches)
+        ):
+            return self._write_checkpoint()
+        self.delta_seq += 1
+        self._durable_end = max(self._durable_end, batches[-1].last_offset + 1, self.start_offset)
+        value = ShareDeltaValue(self.checkpoint_epoch, -1, tuple(batches))
+        return [(self._delta_key(self.checkpoint_epoch, self.delta_seq), value)]
+
+    def _write_checkpoint(self) -> list[Record]:
+        view = self.durable_view()
+        old_epoch, old_seq = self.checkpoint_epoch, self.delta_seq
+        self.checkpoint_epoch += 1
+        self.delta_seq = 0
+        self._durable_end = view.end_offset
+        self._dirty = []
+        out: list[Record] = [
+            (
+                self._checkpoint_key(),
+                ShareCheckpointValue(self.checkpoint_epoch, view.start_offset, view.end_offset, view.batches),
+            )
+        ]
+        if old_epoch > 0:
+            out += [(self._delta_key(old_epoch, s), None) for s in range(1, old_seq + 1)]
+        return out
+
+    def _batches_over(self, intervals: list[tuple[int, int]]) -> list[StateBatch]:
+        """Durable-form state batches of the live runs over ``intervals`` (within [SPSO, SPEO))."""
+        out: list[list[int]] = []
+        for a, b in intervals:
+            a = max(a, self.start_offset)
+            b = min(b, self.end_offset - 1)
+            if a > b:
+                continue
+            i = self._find(a)
+            while i < len(self._runs) and self._runs[i].first <= b:
+                r = self._runs[i]
+                lo, hi = max(r.first, a), min(r.last, b)
+                state, dc = r.durable()
+                if out and out[-1][1] + 1 == lo and out[-1][2] == state and out[-1][3] == dc:
+                    out[-1][1] = hi
+                else:
+                    out.append([lo, hi, state, dc])
+                i += 1
+        return [StateBatch(a, b, s, d) for a, b, s, d in out]
+
+    # --- the runs -----------------------------------------------------------------------------
+    def _find(self, offset: int) -> int:
+        """Index of the run holding ``offset`` (SPSO <= offset < SPEO)."""
+        return bisect.bisect_right(self._runs, offset, key=_first) - 1
+
+    def _split(self, offset: int) -> int:
+        """Make ``offset`` the first offset of a run; returns that run's index (len at SPEO)."""
+        if offset >= self.end_offset:
+            return len(self._runs)
+        i = self._find(offset)
+        r = self._runs[i]
+        if r.first == offset:
+            return i
+        tail = _Run(offset, r.last, r.state, r.dc, r.member, r.deadline)
+        r.last = offset - 1
+        self._runs.insert(i + 1, tail)
+        return i + 1
+
+    def _lock(self, run: _Run, sign: int) -> None:
+        if run.state == RecordState.ACQUIRED and run.deadline is not None:
+            n = self._locks.get(run.deadline, 0) + sign * (run.last - run.first + 1)
+            if n:
+                self._locks[run.deadline] = n
+            else:
+                del self._locks[run.deadline]
+
+    def _update(
+        self,
+        first: int,
+        last: int,
+        change: Callable[[_Run], tuple[RecordState, int, str | None, int | None]],
+    ) -> None:
+        """Set each run over [first, last] (inside [SPSO, SPEO)) to ``change(run)``."""
+        i = self._split(first)
+        j = self._split(last + 1)
+        for r in self._runs[i:j]:
+            state, dc, member, deadline = change(r)
+            self._lock(r, -1)
+            r.state, r.dc, r.member, r.deadline = state, dc, member, deadline
+            self._lock(r, +1)
+        self._coalesce(i - 1, j + 1)
+
+    def _coalesce(self, lo: int, hi: int) -> None:
+        runs = self._runs
+        k = max(lo, 0) + 1
+        hi = min(hi, len(runs) - 1)
+        while k <= hi:
+            if runs[k - 1].same(runs[k]):
+                runs[k - 1].last = runs[k].last
+                del runs[k]
+                hi -= 1
+            else:
+                k += 1
+
+    def _extend(
+        self, last: int, state: RecordState, dc: int, member: str | None, deadline: int | None
+    ) -> None:
+        """Append [SPEO, last] in the given state; SPEO becomes last + 1."""
+        run = _Run(self.end_offset, last, state, dc, member, deadline)
+        self._lock(run, +1)
+        self._runs.append(run)
+        self.end_offset = last + 1
+        self._coalesce(len(self._runs) - 2, len(self._runs))
+
+    def _advance_start(self) -> None:
+        new_start = self.start_offset
+        for r in self._runs:
+            if r.state not in _TERMINAL:
+                break
+            new_start = r.last + 1
+        self._drop_below(new_start)
+
+    def _drop_below(self, offset: int) -> None:
+        if offset <= self.start_offset:
+            return
+        i = self._split(offset)
+        for r in self._runs[:i]:
+            self._lock(r, -1)
+        del self._runs[:i]
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+
+    def _clear(self) -> None:
+        self._runs = []
+        self._locks = {}
+        self._dirty = []
