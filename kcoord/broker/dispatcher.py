@@ -7,7 +7,8 @@ Behaviour (as a Kafka broker):
   a v0 body that lists the served versions, so the client can retry at a version it shares;
 - any other API at a version the table does not serve, but that its schema describes, is
   answered with that API's error response carrying UNSUPPORTED_VERSION;
-- a body that does not decode closes the connection;
+- a body that does not decode, or that has null where the schema allows none, closes the
+  connection (Kafka's parser throws, and its SocketServer closes the connection);
 - a handler raising :class:`KafkaError` is answered with the API's error response, one raising
   :class:`CloseConnection` closes the connection (acks=0 Produce); any other exception is logged
   and answered with UNKNOWN_SERVER_ERROR.
@@ -31,7 +32,7 @@ from kcoord.protocol.frames import (
     response_header,
     skip_tagged_fields,
 )
-from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.messages import ApiKey, null_violation
 
 if TYPE_CHECKING:
     from kcoord.broker.api_table import ApiSpec, ApiTable
@@ -75,6 +76,9 @@ class Dispatcher:
             request = spec.request_cls.decode(buf[body_at:], version=version)
         except Exception as e:
             raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
+        bad = null_violation(request, version)
+        if bad is not None:
+            raise CloseConnection(f"non-nullable field {bad} was serialized as null")
         ctx.flexible = spec.request_cls.flexible_version_q(version)
         if logsetup.debug_enabled:
             log.debug(
@@ -148,4 +152,7 @@ class Dispatcher:
             request = spec.request_cls.decode(buf[body_at:], version=version)
         except Exception as e:
             raise CloseConnection(f"cannot decode {spec.name} v{version}: {e!r}") from e
+        bad = null_violation(request, version)
+        if bad is not None:
+            raise CloseConnection(f"non-nullable field {bad} was serialized as null")
         return self._error(ctx, spec, request, ErrorCode.UNSUPPORTED_VERSION, None)

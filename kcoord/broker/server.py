@@ -104,6 +104,10 @@ class KafkaConnection(asyncio.Protocol):
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
                 return
+            except Exception:  # a bug must cost this connection only, as in _completed
+                log.exception("request failed", peer=self.peer)
+                self._close_after_pending(out, "internal error")
+                return
             if result is None:
                 continue
             if isinstance(result, bytes):
@@ -217,6 +221,7 @@ class KafkaServer:
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
         self.stopping = False
+        self._stop_waiters: set[asyncio.Future[None]] = set()
         self._servers: list[asyncio.Server] = []
         self._close_listeners: list[Any] = []
 
@@ -239,9 +244,20 @@ class KafkaServer:
     def add_close_listener(self, cb: Any) -> None:
         self._close_listeners.append(cb)
 
+    def wake_on_stop(self, fut: asyncio.Future[None]) -> None:
+        """Complete ``fut`` when the server starts stopping (long polls answer at once then)."""
+        self._stop_waiters.add(fut)
+
+    def forget_stop_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._stop_waiters.discard(fut)
+
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish and their responses go out."""
         self.stopping = True
+        for fut in self._stop_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._stop_waiters.clear()
         for srv in self._servers:
             srv.close()
         for conn in list(self.connections):

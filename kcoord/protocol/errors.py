@@ -7,9 +7,19 @@ from enum import IntEnum
 
 import kafka.errors as _kerr
 
+# kafka-python names a few codes differently from Kafka's Errors.java; Kafka's names come first
+# (so ``ErrorCode(17).name`` is Kafka's), kafka-python's stay as aliases.
+_KAFKA_NAMES = {
+    "UNKNOWN_SERVER_ERROR": -1,  # kafka-python: UNKNOWN
+    "NOT_LEADER_OR_FOLLOWER": 6,  # NOT_LEADER_FOR_PARTITION
+    "MESSAGE_TOO_LARGE": 10,  # MESSAGE_SIZE_TOO_LARGE
+    "INVALID_TOPIC_EXCEPTION": 17,  # INVALID_TOPIC
+    "INVALID_REPLICA_ASSIGNMENT": 39,  # INVALID_REPLICATION_ASSIGNMENT
+}
+
 
 def _codes() -> dict[str, int]:
-    codes = {"NONE": 0}
+    codes = {"NONE": 0, **_KAFKA_NAMES}
     for _, cls in inspect.getmembers(_kerr, inspect.isclass):
         if issubclass(cls, _kerr.BrokerResponseError) and isinstance(cls.errno, int):
             codes.setdefault(cls.message, cls.errno)

@@ -14,7 +14,14 @@ import kafka.protocol
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
-__all__ = ["ApiKey", "ApiMessage", "register_schema_pair", "request_class", "response_class"]
+__all__ = [
+    "ApiKey",
+    "ApiMessage",
+    "null_violation",
+    "register_schema_pair",
+    "request_class",
+    "response_class",
+]
 
 _requests: dict[int, type[ApiMessage]] = {}
 _responses: dict[int, type[ApiMessage]] = {}
@@ -56,6 +63,38 @@ def request_class(api_key: int) -> type[ApiMessage] | None:
 
 def response_class(api_key: int) -> type[ApiMessage] | None:
     return _responses.get(api_key)
+
+
+def null_violation(message: ApiMessage, version: int) -> str | None:
+    """The path of a field sent as null although its schema does not allow null at ``version``.
+
+    kafka-python decodes such a null (an array or string of length -1) without complaint, and a
+    handler would then fail on it; Kafka's generated parsers refuse the request ("non-nullable
+    field ... was serialized as null"), and the broker closes the connection.
+    """
+    return _null_in(type(message)._struct, message, version, type(message).__name__)
+
+
+def _null_in(struct: object, obj: object, version: int, path: str) -> str | None:
+    for name, field in struct.fields.items():  # type: ignore[attr-defined]
+        # A tagged field that is absent takes its default, and a uuid has no null encoding
+        # (kafka-python reads the zero uuid as None): neither can be a null sent by the client.
+        if not field.for_version_q(version) or field.tagged_field_q(version) or field.type_str == "uuid":
+            continue
+        value = getattr(obj, name, None)
+        if value is None:
+            if not field.nullable_for_version_q(version):
+                return f"{path}.{name}"
+        elif field.is_struct_array():
+            for i, item in enumerate(value):
+                bad = _null_in(field, item, version, f"{path}.{name}[{i}]")
+                if bad is not None:
+                    return bad
+        elif field.is_struct():
+            bad = _null_in(field, value, version, f"{path}.{name}")
+            if bad is not None:
+                return bad
+    return None
 
 
 _load_kafka_python()

@@ -6,7 +6,7 @@ Behaviour / version notes:
   AbortedTransactions is an empty list rather than null); at least one batch for the first
   partition with data even above MaxBytes (KIP-74), then PartitionMaxBytes / MaxBytes limits;
 - long poll: with fewer than MinBytes available the answer waits up to MaxWaitMs and is woken
-  as soon as the high watermark of a requested partition moves;
+  as soon as the high watermark of a requested partition moves, or the broker shuts down;
 - incremental fetch sessions (v7+), see fetch_sessions; v13+ names topics by id
   (UNKNOWN_TOPIC_ID for ids not known, FETCH_SESSION_TOPIC_ID_ERROR for sessions mixing both);
 - CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
@@ -121,14 +121,16 @@ async def _long_poll(
         fut: asyncio.Future[None] = loop.create_future()
         for p in parts:
             p.add_waiter(fut)
+        broker.server.wake_on_stop(fut)  # a shutdown answers with what is there, without waiting
         try:
             remaining = deadline - loop.time()
-            if remaining > 0:
+            if remaining > 0 and not broker.server.stopping:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(fut), remaining)
         finally:
             for p in parts:
                 p.remove_waiter(fut)
+            broker.server.forget_stop_waiter(fut)
         reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
         if total >= req.min_bytes or any_error or loop.time() >= deadline or broker.server.stopping:
             return finish(reads)

@@ -418,7 +418,9 @@ _DGResp = response_class(ApiKey.DeleteGroups)
 def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
     results: list[tuple[str, asyncio.Future[Any] | int]] = []
     for gid in req.groups_names:
-        if gid is None:  # only null: "" is deletable in Kafka ("for backwards compatibility")
+        # KIP-289 as DESIGN.md and the issue specify it: "" is refused like null. (Kafka 4 itself
+        # still deletes "" "for backwards compatibility"; kcoord follows its own spec here.)
+        if not gid:
             results.append((gid, ErrorCode.INVALID_GROUP_ID))
             continue
         fut, respond = future_responder()

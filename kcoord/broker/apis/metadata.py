@@ -7,7 +7,8 @@ Behaviour / version notes:
 - a requested unknown topic is created when ``auto.create.topics.enable`` and, from v4, the
   request's AllowAutoTopicCreation agree; it is answered at once with its partitions (creation
   is synchronous here); otherwise UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets
-  INVALID_TOPIC_EXCEPTION; v10+ lookups by topic id answer UNKNOWN_TOPIC_ID;
+  INVALID_TOPIC_EXCEPTION; v10+ entries with a non-zero topic id are looked up by id (the name
+  is ignored, as in Kafka), unknown ids answer UNKNOWN_TOPIC_ID;
 - internal topics (``__consumer_offsets``) are flagged IsInternal;
 - authorized operations: there is no authorizer, so every operation is allowed (v8+);
 - DescribeTopicPartitions pages by ResponsePartitionLimit with a cursor, as the Java admin
@@ -51,8 +52,11 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
 
     allow_auto = broker.config.auto_create_topics_enable and (v < 4 or req.allow_auto_topic_creation)
     for name, topic_id in wanted:
-        if name is None:
-            if topic_id is None or topic_id == ZERO_UUID:
+        by_id = topic_id is not None and topic_id != ZERO_UUID
+        if by_id or name is None:
+            # A topic id, when given, is what Kafka looks up; the name is then ignored (the Java
+            # admin client's describeTopics by id leaves it empty, not null).
+            if not by_id:
                 topics_out.append(
                     _Topic(error_code=ErrorCode.INVALID_REQUEST, name=None, topic_id=ZERO_UUID, partitions=[])
                 )

@@ -1,0 +1,210 @@
+"""Produce, Fetch (sessions, long poll) and ListOffsets over raw sockets, checked byte-exact."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import request_class
+from tests.harness import BrokerProcess
+from tests.unit.logutil import decode
+from tests.wire import ApiKey, Conn, build_batch, fetch_request
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def topic3(broker: BrokerProcess, unique_topic: str) -> str:
+    """Three batches of four records, record i at T0 + 10*i; then one batch of one at T0 + 200."""
+    with broker.connect() as c:
+        c.create_topic(unique_topic, partitions=2)
+        for b in range(3):
+            recs = [
+                (f"k{4 * b + i}".encode(), f"v{4 * b + i}".encode(), T0 + 10 * (4 * b + i)) for i in range(4)
+            ]
+            assert c.produce(unique_topic, 0, build_batch(recs)).base_offset == 4 * b
+        assert c.produce(unique_topic, 0, build_batch([(None, b"last", T0 + 200)])).base_offset == 12
+    return unique_topic
+
+
+# --- ListOffsets --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", [1, 4, 7, 11])
+def test_list_offsets_earliest_latest(broker: BrokerProcess, topic3: str, version: int) -> None:
+    with broker.connect() as c:
+        for isolation in (0, 1):
+            latest = c.list_offsets(topic3, 0, -1, isolation=isolation, version=version)
+            assert (latest.error_code, latest.offset) == (0, 13)
+            earliest = c.list_offsets(topic3, 0, -2, isolation=isolation, version=version)
+            assert (earliest.error_code, earliest.offset) == (0, 0)
+            empty = c.list_offsets(topic3, 1, -1, isolation=isolation, version=version)
+            assert empty.offset == 0
+
+
+@pytest.mark.parametrize(
+    ("target", "offset", "ts"),
+    [
+        (0, 0, T0),
+        (T0, 0, T0),
+        (T0 + 1, 1, T0 + 10),
+        (T0 + 25, 3, T0 + 30),
+        (T0 + 31, 4, T0 + 40),
+        (T0 + 55, 6, T0 + 60),
+        (T0 + 110, 11, T0 + 110),
+        (T0 + 111, 12, T0 + 200),
+        (T0 + 200, 12, T0 + 200),
+        (T0 + 201, -1, -1),
+    ],
+)
+def test_list_offsets_by_timestamp_finds_the_first_record(
+    broker: BrokerProcess, topic3: str, target: int, offset: int, ts: int
+) -> None:
+    with broker.connect() as c:
+        for isolation in (0, 1):
+            r = c.list_offsets(topic3, 0, target, isolation=isolation)
+            assert (r.error_code, r.offset, r.timestamp) == (0, offset, ts)
+            assert r.leader_epoch == (0 if offset >= 0 else -1)
+
+
+def test_list_offsets_max_timestamp(broker: BrokerProcess, topic3: str) -> None:
+    with broker.connect() as c:
+        r = c.list_offsets(topic3, 0, -3, version=7)
+        assert (r.error_code, r.offset, r.timestamp) == (0, 12, T0 + 200)
+        assert c.list_offsets(topic3, 0, -3, version=6).error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert c.list_offsets(topic3, 1, -3, version=7).offset == -1
+        assert c.list_offsets(topic3, 0, -4, version=8).offset == 0  # earliest local
+        r = c.list_offsets(topic3, 0, -5, version=9)  # latest tiered: no tiered storage
+        assert (r.error_code, r.offset) == (0, -1)
+        assert c.list_offsets(topic3, 0, -99, version=9).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+# --- Fetch --------------------------------------------------------------------------------------------
+def test_fetch_returns_whole_batches_and_exact_records(broker: BrokerProcess, topic3: str) -> None:
+    with broker.connect() as c:
+        p = c.fetch(topic3, 0, 5)
+        assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 13, 13, 0)
+        got = decode(p.records)
+        assert got[0][0] == 4  # the batch holding offset 5 starts at 4
+        assert [(o, t, k, v) for o, t, k, v in got] == [
+            (
+                i,
+                T0 + 10 * i if i < 12 else T0 + 200,
+                f"k{i}".encode() if i < 12 else None,
+                f"v{i}".encode() if i < 12 else b"last",
+            )
+            for i in range(4, 13)
+        ]
+        assert c.fetch(topic3, 0, 13).records in (b"", None)
+
+
+def test_incremental_fetch_session(broker: BrokerProcess, topic3: str) -> None:
+    with broker.connect() as c:
+        full = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [(0, 0), (1, 0)], epoch=0))
+        assert full.error_code == 0 and full.session_id != 0
+        sid = full.session_id
+        assert sorted(p.partition_index for p in full.responses[0].partitions) == [0, 1]
+        # Nothing changed: the incremental response leaves both partitions out.
+        inc = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [(0, 13)], session_id=sid, epoch=1))
+        assert (inc.error_code, inc.session_id) == (0, sid)
+        assert inc.responses == []
+        c.produce(topic3, 1, build_batch(count=2))
+        inc = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=sid, epoch=2))
+        assert [p.partition_index for p in inc.responses[0].partitions] == [1]
+        assert [r[0] for r in decode(inc.responses[0].partitions[0].records)] == [0, 1]
+        # Wrong epoch, unknown session.
+        bad = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=sid, epoch=7))
+        assert bad.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        bad = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=sid ^ 0x5A5A, epoch=1))
+        assert bad.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        # Forgetting every partition ends the session; so does FINAL (-1).
+        inc = c.request(
+            ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=sid, epoch=3, forgotten=[0, 1])
+        )
+        assert inc.error_code == 0 and inc.session_id == 0
+        again = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=sid, epoch=4))
+        assert again.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        full = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [(0, 0)], epoch=0))
+        c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [(0, 0)], session_id=full.session_id, epoch=-1))
+        gone = c.request(ApiKey.Fetch, 12, **fetch_request(topic3, [], session_id=full.session_id, epoch=1))
+        assert gone.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_long_poll_is_woken_by_a_produce(broker: BrokerProcess, unique_topic: str) -> None:
+    with broker.connect() as c:
+        c.create_topic(unique_topic)
+    result: list[Any] = []
+
+    def poll() -> None:
+        with broker.connect() as c:
+            result.append(
+                c.request(ApiKey.Fetch, 12, **fetch_request(unique_topic, [(0, 0)], max_wait_ms=30_000))
+            )
+
+    t = threading.Thread(target=poll)
+    t.start()
+    with broker.connect() as c:
+        c.produce(unique_topic, 0, build_batch(count=3))
+    t.join(timeout=60)
+    assert not t.is_alive(), "long poll was not woken by the produce"
+    (resp,) = result
+    part = resp.responses[0].partitions[0]
+    assert part.high_watermark == 3
+    assert [r[0] for r in decode(part.records)] == [0, 1, 2]
+
+
+# --- idempotent Produce -----------------------------------------------------------------------------
+def test_idempotent_retry_is_answered_with_the_original_offset(
+    broker: BrokerProcess, unique_topic: str
+) -> None:
+    with broker.connect() as c:
+        c.create_topic(unique_topic)
+        pid_resp = c.request(
+            ApiKey.InitProducerId,
+            4,
+            transactional_id=None,
+            transaction_timeout_ms=60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
+        assert pid >= 0 and epoch == 0
+
+        def batch(seq: int, n: int) -> bytes:
+            return build_batch(count=n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+        assert c.produce(unique_topic, 0, batch(0, 3)).base_offset == 0
+        assert c.produce(unique_topic, 0, batch(3, 2)).base_offset == 3
+        retry = c.produce(unique_topic, 0, batch(0, 3))
+        assert (retry.error_code, retry.base_offset) == (0, 0)
+        gap = c.produce(unique_topic, 0, batch(9, 1))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        # A new epoch starts at sequence 0; after it the old epoch is fenced.
+        bump = build_batch(count=1, producer_id=pid, producer_epoch=epoch + 1, base_sequence=0)
+        assert c.produce(unique_topic, 0, bump).base_offset == 5
+        old = c.produce(unique_topic, 0, batch(5, 1))
+        assert old.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert c.list_offsets(unique_topic, 0, -1).offset == 6
+        assert [r[0] for r in decode(c.fetch(unique_topic, 0, 0).records)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_create_and_delete_topics(broker: BrokerProcess, unique_topic: str) -> None:
+    with Conn(broker.host, broker.port) as c:
+        c.create_topic(unique_topic, partitions=3)
+        req = request_class(ApiKey.CreateTopics)
+        again = c.request(
+            ApiKey.CreateTopics,
+            7,
+            topics=[
+                req.CreatableTopic(
+                    name=unique_topic, num_partitions=1, replication_factor=1, assignments=[], configs=[]
+                )
+            ],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        deleted = c.request(ApiKey.DeleteTopics, 5, topic_names=[unique_topic], timeout_ms=1000)
+        assert deleted.responses[0].error_code == 0
+        assert c.produce(unique_topic, 0, build_batch()).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,0 +1,176 @@
+"""The broker under test as a subprocess: start, stop (SIGTERM), kill -9, restart."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.wire import Conn
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 30.0
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port() -> int:
+    """A free port below the kernel's ephemeral range: a broker restarted on its old port after
+    a kill must find it free, and outgoing connections of other processes (which take ephemeral
+    ports) could otherwise grab it while the broker is down."""
+    rng = random.Random()
+    hi = min(_ephemeral_start() - 1, 32767)
+    for _ in range(200):
+        port = rng.randint(20000, hi)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # everything taken: let the kernel choose
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """A kcoord broker subprocess bound to 127.0.0.1:<port>, data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, log_path: Path, extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.extra_args = list(extra_args or [])
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "kcoord.cli",
+            "serve",
+            "--listeners",
+            f"PLAINTEXT://{self.host}:{self.port}",
+            "--log-dirs",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
+
+    def start(self) -> BrokerProcess:
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        self.starts += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")}
+        with open(self.log_path, "ab") as logf:
+            logf.write(f"===== start #{self.starts}: {' '.join(self.command())}\n".encode())
+            logf.flush()
+            self.proc = subprocess.Popen(
+                self.command(), stdout=logf, stderr=subprocess.STDOUT, cwd=REPO, env=env
+            )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        """Until the broker answers ApiVersions (the port may be bound before it serves)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                with Conn(self.host, self.port, timeout=2.0) as c:
+                    if c.api_versions(version=3).error_code == 0:
+                        return
+            except OSError as e:
+                last = e
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"broker did not answer ApiVersions in {START_TIMEOUT_S}s ({last!r}):\n{self.log_text()}"
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM: a clean shutdown (flush, clean-shutdown marker)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"broker ignored SIGTERM for {timeout}s") from None
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies where it is, as in a power cut of the process."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> BrokerProcess:
+        if self.running:
+            self.stop()
+        return self.start()
+
+    def connect(self) -> Conn:
+        return Conn(self.host, self.port)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no broker log)"
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        with self.connect() as c:
+            c.create_topic(name, partitions, configs)
+
+
+def api_versions_ok(broker: BrokerProcess) -> bool:
+    """A fresh connection gets successful ApiVersions answers (v0 and v3)."""
+    with broker.connect() as c:
+        return c.api_versions(version=3).error_code == 0 and c.api_versions(version=0).error_code == 0
+
+
+class BrokerFactory:
+    def __init__(self, tmp_path: Path, on_create=None) -> None:  # type: ignore[no-untyped-def]
+        self.tmp_path = tmp_path
+        self.on_create = on_create
+        self.brokers: list[BrokerProcess] = []
+
+    def __call__(self, extra_args: list[str] | None = None, start: bool = True) -> BrokerProcess:
+        """A new broker with its own data directory; ``extra_args`` are more ``serve`` flags."""
+        n = len(self.brokers)
+        b = BrokerProcess(self.tmp_path / f"broker{n}-data", self.tmp_path / f"broker{n}.log", extra_args)
+        self.brokers.append(b)
+        if self.on_create is not None:
+            self.on_create(b)
+        return b.start() if start else b
+
+    def close(self) -> None:
+        for b in self.brokers:
+            if b.proc is not None and b.proc.poll() is None:
+                with contextlib.suppress(AssertionError):
+                    b.stop()

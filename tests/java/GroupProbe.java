@@ -1,0 +1,298 @@
+// The official Java client (kafka-clients 4.x, classic group protocol) driven line by line by a
+// test: a consumer group member, or an Admin client for the group APIs.
+//
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/GroupProbe.java member HOST:PORT GROUP TOPIC [k=v ...]
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/GroupProbe.java admin HOST:PORT
+//
+// Every line meant for the test starts with "@@ " (client logs may share stdout).
+//
+// member: subscribe(TOPIC) and poll in a loop. Prints "@@ ASSIGNED <generation> <member id>
+// <t-p,...>" from the rebalance listener, "@@ REC <partition> <offset> <value>" per record and,
+// after each poll that returned records, commitSync of the positions reached and
+// "@@ COMMITTED <partition> <offset>" (a commit refused by a rebalance prints "@@ COMMITFAIL").
+// Arguments with a dot are consumer configs; pollDelayMs=N sleeps after each non-empty poll so
+// that rebalances interleave with consumption. Commands on stdin: "close" (commitSync, close,
+// "@@ CLOSED"), "halt" (exit at once: no commit, no LeaveGroup, like kill -9). A fenced static
+// member prints "@@ FENCED" and exits.
+//
+// admin: one command per stdin line, each answered by its "@@ " lines and then "@@ DONE";
+// a failure prints "@@ ERR <exception class> <message>" (the cause of an ExecutionException).
+//   list                              -> @@ GROUP <id> <state> <type> <protocol type>
+//   describe G...                     -> @@ DESC <id> <state> <assignor> <member count>
+//                                        @@ MEMBER <id> <member id> <instance id|-> <client id> <t-p,...>
+//                                        or @@ DESCERR <id> <exception class>
+//   offsets G                         -> @@ OFFSET <topic> <partition> <offset> <metadata>
+//   alter G T:P:OFFSET...             -> (nothing on success)
+//   delete-offsets G T:P...           -> (nothing on success)
+//   delete G...                       -> @@ DELETED <id> | @@ NOTDELETED <id> <exception class>
+//   remove-static G INSTANCE...       -> (nothing on success)
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DeleteConsumerGroupsResult;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
+import org.apache.kafka.clients.consumer.CommitFailedException;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.FencedInstanceIdException;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+public class GroupProbe {
+    static synchronized void out(String line) {
+        System.out.println("@@ " + line);
+        System.out.flush();
+    }
+
+    static String parts(Collection<TopicPartition> tps) {
+        if (tps.isEmpty()) {
+            return "-";
+        }
+        return tps.stream().map(TopicPartition::toString).sorted().collect(Collectors.joining(","));
+    }
+
+    static ConcurrentLinkedQueue<String> readCommands() {
+        ConcurrentLinkedQueue<String> queue = new ConcurrentLinkedQueue<>();
+        Thread t = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    queue.add(line.trim());
+                }
+            } catch (Exception e) {
+                // stdin closed
+            }
+            queue.add("halt"); // the test went away: do not linger
+        });
+        t.setDaemon(true);
+        t.start();
+        return queue;
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length >= 5 && args[0].equals("member")) {
+            member(args[1], args[2], args[3], Arrays.copyOfRange(args, 4, args.length));
+        } else if (args.length >= 4 && args[0].equals("member")) {
+            member(args[1], args[2], args[3], new String[0]);
+        } else if (args.length == 2 && args[0].equals("admin")) {
+            admin(args[1]);
+        } else {
+            System.err.println("usage: GroupProbe member HOST:PORT GROUP TOPIC [k=v ...] | admin HOST:PORT");
+            System.exit(2);
+        }
+    }
+
+    // --- a consumer group member -------------------------------------------------------------
+    static void member(String bootstrap, String group, String topic, String[] extra) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("group.protocol", "classic");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("heartbeat.interval.ms", "300");
+        p.put("session.timeout.ms", "10000");
+        p.put("max.poll.records", "20");
+        long pollDelayMs = 0;
+        for (String kv : extra) {
+            String[] pair = kv.split("=", 2);
+            if (pair[0].equals("pollDelayMs")) {
+                pollDelayMs = Long.parseLong(pair[1]);
+            } else {
+                p.put(pair[0], pair[1]);
+            }
+        }
+        ConcurrentLinkedQueue<String> commands = readCommands();
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+        consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                out("REVOKED " + parts(partitions));
+            }
+
+            @Override
+            public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                out("ASSIGNED " + consumer.groupMetadata().generationId() + " "
+                        + consumer.groupMetadata().memberId() + " " + parts(consumer.assignment()));
+            }
+        });
+        try {
+            while (true) {
+                String cmd = commands.poll();
+                if (cmd != null) {
+                    if (cmd.equals("halt")) {
+                        Runtime.getRuntime().halt(0);
+                    }
+                    if (cmd.equals("close")) {
+                        consumer.commitSync();
+                        consumer.close();
+                        out("CLOSED");
+                        System.exit(0);
+                    }
+                }
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    out("REC " + r.partition() + " " + r.offset() + " " + r.value());
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                if (pollDelayMs > 0) {
+                    Thread.sleep(pollDelayMs);
+                }
+                try {
+                    consumer.commitSync(offsets);
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                        out("COMMITTED " + e.getKey().partition() + " " + e.getValue().offset());
+                    }
+                } catch (CommitFailedException | RebalanceInProgressException e) {
+                    out("COMMITFAIL " + e.getClass().getSimpleName());
+                }
+            }
+        } catch (FencedInstanceIdException e) {
+            out("FENCED " + e.getMessage());
+            Runtime.getRuntime().halt(0);
+        } catch (Exception e) {
+            out("ERROR " + e.getClass().getSimpleName() + " " + e.getMessage());
+            Runtime.getRuntime().halt(3);
+        }
+    }
+
+    // --- Admin ------------------------------------------------------------------------------
+    static <T> T get(KafkaFuture<T> f) throws Exception {
+        try {
+            return f.get();
+        } catch (ExecutionException e) {
+            throw (Exception) e.getCause();
+        }
+    }
+
+    static void admin(String bootstrap) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("default.api.timeout.ms", "20000");
+        p.put("request.timeout.ms", "10000");
+        try (Admin admin = Admin.create(p);
+                BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                String[] w = line.trim().split("\\s+");
+                try {
+                    adminCommand(admin, w);
+                } catch (Exception e) {
+                    out("ERR " + e.getClass().getSimpleName() + " " + String.valueOf(e.getMessage()).replace('\n', ' '));
+                }
+                out("DONE");
+            }
+        }
+    }
+
+    static void adminCommand(Admin admin, String[] w) throws Exception {
+        List<String> rest = Arrays.asList(w).subList(1, w.length);
+        switch (w[0]) {
+            case "list":
+                for (GroupListing g : get(admin.listGroups(ListGroupsOptions.forConsumerGroups()).all())) {
+                    out("GROUP " + g.groupId() + " " + g.groupState().map(Object::toString).orElse("-")
+                            + " " + g.type().map(Object::toString).orElse("-")
+                            + " " + (g.protocol().isEmpty() ? "-" : g.protocol()));
+                }
+                break;
+            case "describe": {
+                Map<String, KafkaFuture<ConsumerGroupDescription>> described = admin.describeConsumerGroups(rest).describedGroups();
+                for (String id : rest) {
+                    ConsumerGroupDescription d;
+                    try {
+                        d = get(described.get(id));
+                    } catch (Exception e) {
+                        out("DESCERR " + id + " " + e.getClass().getSimpleName());
+                        continue;
+                    }
+                    out("DESC " + id + " " + d.groupState() + " " + (d.partitionAssignor().isEmpty() ? "-" : d.partitionAssignor())
+                            + " " + d.members().size());
+                    for (MemberDescription m : d.members()) {
+                        out("MEMBER " + id + " " + m.consumerId() + " " + m.groupInstanceId().orElse("-") + " "
+                                + m.clientId() + " " + parts(m.assignment().topicPartitions()));
+                    }
+                }
+                break;
+            }
+            case "offsets":
+                Map<TopicPartition, OffsetAndMetadata> offsets = get(admin.listConsumerGroupOffsets(w[1]).partitionsToOffsetAndMetadata());
+                for (Map.Entry<TopicPartition, OffsetAndMetadata> e : new TreeMap<>(offsets.entrySet().stream()
+                        .filter(x -> x.getValue() != null)
+                        .collect(Collectors.toMap(x -> x.getKey().toString(), x -> x))).values()) {
+                    out("OFFSET " + e.getKey().topic() + " " + e.getKey().partition() + " " + e.getValue().offset()
+                            + " " + (e.getValue().metadata().isEmpty() ? "-" : e.getValue().metadata()));
+                }
+                break;
+            case "alter": {
+                Map<TopicPartition, OffsetAndMetadata> alter = new HashMap<>();
+                for (String spec : rest.subList(1, rest.size())) {
+                    String[] s = spec.split(":");
+                    alter.put(new TopicPartition(s[0], Integer.parseInt(s[1])), new OffsetAndMetadata(Long.parseLong(s[2])));
+                }
+                get(admin.alterConsumerGroupOffsets(w[1], alter).all());
+                break;
+            }
+            case "delete-offsets": {
+                java.util.Set<TopicPartition> tps = new java.util.HashSet<>();
+                for (String spec : rest.subList(1, rest.size())) {
+                    String[] s = spec.split(":");
+                    tps.add(new TopicPartition(s[0], Integer.parseInt(s[1])));
+                }
+                get(admin.deleteConsumerGroupOffsets(w[1], tps).all());
+                break;
+            }
+            case "delete": {
+                DeleteConsumerGroupsResult r = admin.deleteConsumerGroups(rest);
+                for (Map.Entry<String, KafkaFuture<Void>> e : new TreeMap<>(r.deletedGroups()).entrySet()) {
+                    try {
+                        get(e.getValue());
+                        out("DELETED " + e.getKey());
+                    } catch (Exception ex) {
+                        out("NOTDELETED " + e.getKey() + " " + ex.getClass().getSimpleName());
+                    }
+                }
+                break;
+            }
+            case "remove-static": {
+                List<MemberToRemove> members = new ArrayList<>();
+                for (String instance : rest.subList(1, rest.size())) {
+                    members.add(new MemberToRemove(instance));
+                }
+                get(admin.removeMembersFromConsumerGroup(w[1], new RemoveMembersFromConsumerGroupOptions(members)).all());
+                break;
+            }
+            default:
+                throw new IllegalArgumentException("unknown command " + w[0]);
+        }
+    }
+}
