@@ -15,29 +15,68 @@ import os
 import struct
 from pathlib import Path
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 
+class _IndexFile:
+    """The file side of an index: fixed-size entries, appended as they are made."""
 
-class OffsetIndex:
+    ENTRY: struct.Struct
+
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._fd: int | None = None
+
+    def _read_entries(self) -> list[tuple[int, ...]] | None:
+        """The entries on disk, or None if the file is missing or not whole entries."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % self.ENTRY.size:
+            return None
+        return list(self.ENTRY.iter_unpack(data))
+
+    def _entries(self) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
+    def open_for_append(self, truncate: bool) -> None:
+        """Open for appends; ``truncate`` rewrites the file from the entries in memory."""
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
+        self._fd = os.open(self.path, flags, 0o644)
+        if truncate:
+            data = b"".join(self.ENTRY.pack(*e) for e in self._entries())
+            if data:
+                os.write(self._fd, data)
+
+    def _write(self, *entry: int) -> None:
+        if self._fd is not None:
+            os.write(self._fd, self.ENTRY.pack(*entry))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class OffsetIndex(_IndexFile):
+    ENTRY = struct.Struct(">ii")  # relative offset, file position
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path, base_offset)
         self.offsets: list[int] = []  # absolute offsets, increasing
         self.positions: list[int] = []
-        self._fd: int | None = None
+
+    def _entries(self) -> list[tuple[int, ...]]:
+        return [(o - self.base_offset, p) for o, p in zip(self.offsets, self.positions, strict=True)]
 
     def load(self, log_size: int) -> bool:
         """Read the file; False (and empty) if it is missing or not a valid index for the log."""
         self.offsets, self.positions = [], []
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(data) % _OFFSET_ENTRY.size:
+        entries = self._read_entries()
+        if entries is None:
             return False
         last_off, last_pos = -1, -1
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+        for rel, pos in entries:
             off = self.base_offset + rel
             if off <= last_off or pos <= last_pos or pos >= log_size:
                 self.offsets, self.positions = [], []
@@ -47,22 +86,10 @@ class OffsetIndex:
             last_off, last_pos = off, pos
         return True
 
-    def open_for_append(self, truncate: bool) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
-        self._fd = os.open(self.path, flags, 0o644)
-        if truncate:
-            data = b"".join(
-                _OFFSET_ENTRY.pack(o - self.base_offset, p)
-                for o, p in zip(self.offsets, self.positions, strict=True)
-            )
-            if data:
-                os.write(self._fd, data)
-
     def append(self, offset: int, position: int) -> None:
         self.offsets.append(offset)
         self.positions.append(position)
-        if self._fd is not None:
-            os.write(self._fd, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        self._write(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch starting at or before ``offset`` (else 0)."""
@@ -73,30 +100,25 @@ class OffsetIndex:
         i = bisect.bisect_left(self.positions, position)
         del self.offsets[i:], self.positions[i:]
 
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
+class TimeIndex(_IndexFile):
+    ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 
-class TimeIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
+        super().__init__(path, base_offset)
         self.timestamps: list[int] = []  # strictly increasing
         self.offsets: list[int] = []
-        self._fd: int | None = None
+
+    def _entries(self) -> list[tuple[int, ...]]:
+        return [(t, o - self.base_offset) for t, o in zip(self.timestamps, self.offsets, strict=True)]
 
     def load(self, next_offset: int) -> bool:
         self.timestamps, self.offsets = [], []
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(data) % _TIME_ENTRY.size:
+        entries = self._read_entries()
+        if entries is None:
             return False
         last_ts, last_off = None, -1
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+        for ts, rel in entries:
             off = self.base_offset + rel
             if (last_ts is not None and ts <= last_ts) or off < last_off or off >= next_offset:
                 self.timestamps, self.offsets = [], []
@@ -105,17 +127,6 @@ class TimeIndex:
             self.offsets.append(off)
             last_ts, last_off = ts, off
         return True
-
-    def open_for_append(self, truncate: bool) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
-        self._fd = os.open(self.path, flags, 0o644)
-        if truncate:
-            data = b"".join(
-                _TIME_ENTRY.pack(t, o - self.base_offset)
-                for t, o in zip(self.timestamps, self.offsets, strict=True)
-            )
-            if data:
-                os.write(self._fd, data)
 
     @property
     def max_timestamp(self) -> int:
@@ -127,15 +138,9 @@ class TimeIndex:
             return
         self.timestamps.append(max_timestamp)
         self.offsets.append(offset)
-        if self._fd is not None:
-            os.write(self._fd, _TIME_ENTRY.pack(max_timestamp, offset - self.base_offset))
+        self._write(max_timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
         """An offset at or before the first record with timestamp >= ``timestamp``."""
         i = bisect.bisect_left(self.timestamps, timestamp) - 1
         return self.offsets[i] if i >= 0 else self.base_offset
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

@@ -107,13 +107,7 @@ def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> A
                 documentation=d.doc if req.include_documentation else None,
             )
         )
-    return _Result(
-        error_code=0,
-        error_message=None,
-        resource_type=res.resource_type,
-        resource_name=res.resource_name,
-        configs=entries,
-    )
+    return _result(res, entries)
 
 
 def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
@@ -156,20 +150,12 @@ def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: i
                 documentation=d.doc if req.include_documentation else None,
             )
         )
-    return _Result(
-        error_code=0,
-        error_message=None,
-        resource_type=res.resource_type,
-        resource_name=res.resource_name,
-        configs=entries,
-    )
+    return _result(res, entries)
 
 
 def _describe_broker(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
     if res.resource_name == "":
-        return _Result(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name="", configs=[]
-        )
+        return _result(res, [])  # the cluster default: no dynamic broker configs exist
     if res.resource_name != str(broker.node_id):
         return _error(res, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
     cfg = broker.config
@@ -196,13 +182,7 @@ def _describe_broker(broker: Any, res: Any, keys: set[str] | None, req: Any, v: 
                 documentation=info.description if req.include_documentation else None,
             )
         )
-    return _Result(
-        error_code=0,
-        error_message=None,
-        resource_type=res.resource_type,
-        resource_name=res.resource_name,
-        configs=entries,
-    )
+    return _result(res, entries)
 
 
 def _str(value: Any) -> str | None:
@@ -223,14 +203,18 @@ def _type_of(annotation: Any) -> int:
     return TYPE_STRING
 
 
-def _error(res: Any, code: int, message: str) -> Any:
+def _result(res: Any, entries: list[Any], code: int = 0, message: str | None = None) -> Any:
     return _Result(
         error_code=code,
         error_message=message,
         resource_type=res.resource_type,
         resource_name=res.resource_name,
-        configs=[],
+        configs=entries,
     )
+
+
+def _error(res: Any, code: int, message: str) -> Any:
+    return _result(res, [], code, message)
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
