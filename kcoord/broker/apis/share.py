@@ -172,12 +172,14 @@ def handle_share_describe(broker: Any, ctx: Any, req: Any) -> Any:
             )
             continue
         members = []
+        # The commonStructs Assignment / TopicPartitions are nested under the field that uses them.
+        assignment_cls = _DResp.DescribedGroup.Member.Assignment
         for m in group.members.values():
             parts = []
             for t, ps in sorted(m.assignment.items(), key=lambda kv: str(kv[0])):
                 topic = pm.get_by_id(t)
                 parts.append(
-                    _DResp.TopicPartitions(
+                    assignment_cls.TopicPartitions(
                         topic_id=t, topic_name=topic.name if topic else "", partitions=sorted(ps)
                     )
                 )
@@ -189,7 +191,7 @@ def handle_share_describe(broker: Any, ctx: Any, req: Any) -> Any:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=sorted(m.subscribed),
-                    assignment=_DResp.Assignment(topic_partitions=parts),
+                    assignment=assignment_cls(topic_partitions=parts),
                 )
             )
         groups.append(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,26 +190,19 @@ class ShareCoordinator:
                 out.records.extend(sp.move_start(part.log_start_offset))
             if total >= max_records or remaining_bytes <= 0:
                 continue
+            if not sp.can_acquire():
+                continue  # at share.partition.max.record.locks: do not read the log at all
             limit = part.last_stable_offset if read_committed else part.high_watermark
             offset = max(sp.next_fetch_offset(), part.log_start_offset)
             if offset >= limit:
                 continue
-            try:
-                data = part.log.read(offset, remaining_bytes, limit, min_one=True)
-            except OffsetOutOfRange:
-                continue
-            headers = [h for h in batches.iter_headers(data, partial_ok=True)]
-            got = sp.acquire(
-                member_id,
-                [(h.base_offset, h.last_offset) for h in headers if not h.is_control],
-                max_records - total,
-                now,
-                strict=strict,
-            )
+            log_batches = _LogBatches(part.log, offset, limit, remaining_bytes)
+            got = sp.acquire(member_id, log_batches, max_records - total, now, strict=strict)
             out.records.extend(got.records)
             if not got.acquired:
                 continue
             first, last = got.acquired[0].first_offset, got.acquired[-1].last_offset
+            data, headers = log_batches.data(), log_batches.headers
             start = next(h.position for h in headers if h.last_offset >= first)
             end = next(h.position + h.size for h in reversed(headers) if h.base_offset <= last)
             res.records = data[start:end]
@@ -227,3 +221,63 @@ class ShareCoordinator:
             found = part.log.offset_for_timestamp(since, part.high_watermark)
             return found[0] if found is not None else part.high_watermark
         return part.high_watermark
+
+
+# The first read of a share-partition's log per ShareFetch; each further read doubles.
+FIRST_READ_BYTES = 64 * 1024
+
+
+class _LogBatches:
+    """The (first, last) offsets of the non-control batches of a log from ``offset`` below
+    ``limit``, read as SharePartition.acquire iterates them: in chunks of doubling size, at most
+    ``max_bytes`` in all (but at least one batch, KIP-74).
+
+    A ShareFetch's MaxBytes is 50 MiB by default (the Java client's fetch.max.bytes), far more
+    than the records one acquisition takes (MaxRecords, 500 by default). Reading and parsing
+    MaxBytes of log per ShareFetch made each fetch cost the whole backlog (quadratic in it);
+    Kafka likewise only reads the batches SharePartition.acquire iterates. ``headers`` (their
+    positions count from the start of ``data()``) are those read so far.
+    """
+
+    def __init__(self, log: Any, offset: int, limit: int, max_bytes: int) -> None:
+        self._log = log
+        self._next = offset
+        self._limit = limit
+        self._left = max_bytes
+        self._chunk = FIRST_READ_BYTES
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.headers: list[batches.BatchHeader] = []
+
+    def data(self) -> bytes:
+        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+
+    def _read_more(self) -> list[batches.BatchHeader]:
+        if self._next >= self._limit or (self._chunks and self._left <= 0):
+            return []
+        try:
+            data = self._log.read(self._next, min(self._left, self._chunk), self._limit, min_one=True)
+        except OffsetOutOfRange:
+            return []
+        if not data or (self._chunks and len(data) > self._left):
+            return []  # only the first batch may exceed max_bytes
+        read = list(batches.iter_headers(data, partial_ok=True))
+        if not read:
+            return []
+        for h in read:
+            h.position += self._size
+        self._chunks.append(data)
+        self._size += len(data)
+        self._left -= len(data)
+        self._chunk *= 2
+        self._next = read[-1].next_offset
+        self.headers.extend(read)
+        return read
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        read = self.headers or self._read_more()
+        while read:
+            for h in read:
+                if not h.is_control:
+                    yield h.base_offset, h.last_offset
+            read = self._read_more()

@@ -348,7 +348,7 @@ class SharePartition:
     def acquire(
         self,
         member_id: str,
-        log_batches: Sequence[tuple[int, int]],
+        log_batches: Iterable[tuple[int, int]],
         max_records: int,
         now: int,
         strict: bool = False,
@@ -358,9 +358,10 @@ class SharePartition:
         ``log_batches``: (first_offset, last_offset) of the batches read from the log starting at
         or before ``next_fetch_offset()``, in offset order, whole batches; offsets between them
         are gaps and are never handed out (leave control batches, and aborted batches under
-        read_committed, out to make them gaps). Returns the acquired ranges, merged where
-        contiguous with the same delivery count, and the records to persist (none for first
-        deliveries).
+        read_committed, out to make them gaps). They are iterated once, in order, and no further
+        than needed, so the caller may read the log as they are pulled. Returns the acquired
+        ranges, merged where contiguous with the same delivery count, and the records to persist
+        (none for first deliveries).
 
         ``max_records`` is soft (whole batches, at least one) unless ``strict``, ShareFetch v2's
         record_limit acquire mode: then no more than ``max_records`` are acquired, splitting
@@ -377,7 +378,7 @@ class SharePartition:
     def _acquire(
         self,
         member: str,
-        log_batches: Sequence[tuple[int, int]],
+        log_batches: Iterable[tuple[int, int]],
         max_records: int,
         now: int,
         acquired: list[list[int]],
@@ -400,8 +401,6 @@ class SharePartition:
         for bf, bl in log_batches:
             if bl < bf or bl < pos:
                 continue
-            if count >= max_records:
-                return
             if bf > pos:  # a gap: [pos, bf)
                 self._archive_stale(pos, min(bf, self.end_offset) - 1)
                 if bf > self.end_offset:
@@ -433,6 +432,10 @@ class SharePartition:
                 self._extend(last_new, RecordState.ACQUIRED, 1, member, deadline)
                 took(first_new, last_new, 1)
             pos = bl + 1
+            if count >= max_records:
+                return  # before pulling another batch: the caller may read them lazily
+            if pos >= cap and pos >= self.end_offset:
+                return  # nothing in flight beyond here, and no room for new records
 
     def _redeliver(
         self,

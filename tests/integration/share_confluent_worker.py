@@ -1,0 +1,74 @@
+"""One confluent-kafka (librdkafka) ShareConsumer in its own process, so that a crash of the
+native client (e.g. a segfault in close()) fails the test instead of killing pytest.
+
+    python -m tests.integration.share_confluent_worker BOOTSTRAP GROUP TOPIC RECORDS MODE [RELEASE_ONCE]
+
+MODE is ``explicit`` (acknowledge every record, RELEASE for values in RELEASE_ONCE=v1,v2 on
+their first delivery, ACCEPT otherwise, then commit_sync after each poll) or ``implicit``.
+Polls until RECORDS distinct offsets have been accepted, then close(). Prints one JSON line
+per event: {"rec": [partition, offset, delivery count, value]}, {"commit": [partition, offsets, error]} and
+finally {"closed": true}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def emit(obj: object) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    bootstrap, group, topic, records, mode = argv[:5]
+    release_once = set(argv[5].split(",")) if len(argv) > 5 and argv[5] else set()
+    explicit = mode == "explicit"
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": mode,
+        }
+    )
+
+    def on_commit(offsets: dict, exc: object) -> None:
+        for tp, offs in offsets.items():
+            emit({"commit": [tp.partition, sorted(offs), None if exc is None else str(exc)]})
+
+    consumer.set_acknowledgement_commit_callback(on_commit)
+    consumer.subscribe([topic])
+    accepted: set[tuple[int, int]] = set()
+    released: set[str] = set()
+    deadline = time.monotonic() + 60
+    while len(accepted) < int(records) and time.monotonic() < deadline:
+        msgs = consumer.poll(0.5)
+        for m in msgs:
+            if m.error() is not None:
+                emit({"error": str(m.error())})
+                continue
+            value = m.value().decode()
+            emit({"rec": [m.partition(), m.offset(), m.delivery_count(), value]})
+            if not explicit:
+                accepted.add((m.partition(), m.offset()))
+                continue
+            if value in release_once and value not in released:
+                released.add(value)
+                consumer.acknowledge(m, AcknowledgeType.RELEASE)
+            else:
+                consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                accepted.add((m.partition(), m.offset()))
+        if explicit and len(msgs):
+            consumer.commit_sync()
+    if not explicit:
+        consumer.commit_sync()  # accepts the records of the last poll
+    consumer.close()
+    emit({"closed": True})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
