@@ -1,0 +1,562 @@
+"""kcoord's benchmark suite: kcoord against Tansu (memory engine) and kload's limit-server.
+
+    python -m bench                     # full matrix, 3 repeats, + restart and share (~22 min)
+    python -m bench --quick             # smoke: small matrix, 1 repeat, 2 s runs (~1.5 min)
+    python -m bench --workloads commit,fetch-offsets --repeats 5 --duration 10
+
+Builds kload and limit-server (bench/kload, copied from the shared kload tool) into
+bench/kload/build, starts every peer on a free port, and runs kload's matrix interleaved: each
+repeat starts every peer fresh, then for each matrix row runs kload against each peer in turn
+(peer order rotated per repeat), so that ratios compare peers under the same machine conditions.
+The running, peer handling and matrix are kload's bench.py (imported, not copied); this script
+adds free ports, a fresh kcoord log dir per repeat, crash detection, and the summary: medians,
+p99, kcoord / Tansu and kcoord / limit ratios from the same run, kcoord's CPU and RSS, and the
+issue-5 targets marked met or not met. Then the restart benchmark (bench/restart.py) and the
+share workload (bench/share.py), each on a fresh kcoord.
+
+kcoord runs with its durable defaults (log.flush.policy=always, group commit) plus
+group.initial.rebalance.delay.ms=0, so the rebalance rows measure rebalance work only (the other
+workloads never send JoinGroup). Tansu is found through KCOORD_TANSU (its binary, or the shared
+``tools/tansu`` script that prints the binary's path) or ../shared/tools/tansu beside the repo;
+without it the Tansu columns are empty. Results, raw kload JSON lines and every log go to --out
+(default /tmp/kcoord-bench/run-<time>). Benchmarks print; they never fail the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+if __package__ in (None, ""):  # run as ``python bench/run.py``
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+
+WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "share")
+REBALANCE_TARGET_MS = 200.0
+RESTART_TARGET_S = 5.0
+
+
+def load_kload_bench(tansu: str | None) -> ModuleType:
+    """Import kload's bench.py from bench/kload (unchanged); its binaries live in the build dir."""
+    saved = os.environ.get("TANSU_BIN")
+    os.environ["TANSU_BIN"] = tansu or "/nonexistent/tansu"  # bench.py resolves Tansu at import
+    try:
+        spec = importlib.util.spec_from_file_location("kload_bench", common.KLOAD_DIR / "bench.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        if saved is None:
+            os.environ.pop("TANSU_BIN", None)
+        else:
+            os.environ["TANSU_BIN"] = saved
+    mod.HERE = str(common.BUILD_DIR)  # run_kload runs HERE/kload; peers run with cwd HERE
+    return mod
+
+
+# --- peers ---------------------------------------------------------------------------------------
+class Peers:
+    def __init__(
+        self, kb: ModuleType, names: list[str], tansu: str | None, out: Path, kcoord_args: list[str]
+    ):
+        self.kb = kb
+        self.names = names
+        self.kcoord_args = kcoord_args
+        self.kcoord_dir: str | None = None
+        logdir = str(out / "logs")
+        cmds: dict[str, tuple[str, dict[str, Any]]] = {
+            "limit": (f"{common.BUILD_DIR}/limit-server --port {{port}}", {}),
+            "kcoord": ("", {}),  # set per start: fresh log dir
+        }
+        if tansu:
+            cmds["tansu"] = (kb.BUILTIN_PEERS["tansu"][0], {})
+        self.peers = {n: kb.Peer(n, cmds[n][0], common.free_port(), cmds[n][1], logdir) for n in names}
+
+    def start(self, name: str, tag: str) -> None:
+        peer = self.peers[name]
+        if name == "kcoord":
+            self._drop_kcoord_dir()
+            self.kcoord_dir = tempfile.mkdtemp(prefix="kcoord-bench-data-")
+            cmd = common.kcoord_cmd("{port}", self.kcoord_dir, common.KCOORD_ARGS + self.kcoord_args)
+            peer.cmd = common.shell_join(cmd)
+        peer.port = common.free_port() if common.port_open(peer.port) else peer.port
+        peer.start(tag)
+
+    def start_all(self, tag: str) -> None:
+        for n in self.names:
+            self.start(n, tag)
+
+    def stop_all(self) -> None:
+        for p in self.peers.values():
+            p.stop()
+        self._drop_kcoord_dir()
+
+    def _drop_kcoord_dir(self) -> None:
+        if self.kcoord_dir:
+            shutil.rmtree(self.kcoord_dir, ignore_errors=True)
+            self.kcoord_dir = None
+
+
+# --- summary -------------------------------------------------------------------------------------
+def _med(xs: list[float | None]) -> float | None:
+    ys = [x for x in xs if x is not None]
+    return statistics.median(ys) if ys else None
+
+
+def primary(wl: str, rec: dict[str, Any]) -> float | None:
+    if wl == "rebalance":
+        return rec.get("first_join_to_stable_ms")
+    if wl in ("produce", "fetch"):
+        return rec.get("mb_per_s")
+    return rec.get("rps")
+
+
+def unit(wl: str) -> str:
+    return {"rebalance": "ms, 1st JoinGroup resp -> Stable", "produce": "MB/s", "fetch": "MB/s"}.get(
+        wl, "req/s"
+    )
+
+
+def summarise(matrix: list[tuple[str, str, str]], recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        by.setdefault((r["config"], r["peer"]), []).append(r)
+    rows = []
+    for cid, wl, _ in matrix:
+        row: dict[str, Any] = {"config": cid, "workload": wl, "unit": unit(wl), "peers": {}}
+        valid: dict[str, dict[int, dict[str, Any]]] = {}
+        for peer in ("kcoord", "tansu", "limit"):
+            rs = by.get((cid, peer), [])
+            if not rs:
+                continue
+            ok = [r for r in rs if r.get("valid")]
+            valid[peer] = {r["repeat"]: r for r in ok}
+            entry = {
+                "runs": len(rs),
+                "valid": len(ok),
+                "value": _med([primary(wl, r) for r in ok]),
+                "p99_us": _med([r.get("lat_us", {}).get("p99") for r in ok]) if wl != "rebalance" else None,
+                "cpu_cores": _med([r.get("server_cpu_cores") for r in ok]),
+                "cpu_s": _med([r.get("server_cpu_s") for r in ok]),
+                "rss_mb": _med([(r.get("server_rss_kb") or 0) / 1024 or None for r in rs]),
+                "partitions_per_s": _med([r.get("partitions_per_s") for r in ok]),
+                # CPU of everything but this peer and kload: other processes competing for the machine
+                "other_cpu": _med(
+                    [
+                        max(0.0, r["machine_busy_cores"] - r["server_cpu_cores"] - r["kload_cpu_cores"])
+                        for r in ok
+                        if r.get("machine_busy_cores") is not None and r.get("server_cpu_cores") is not None
+                    ]
+                ),
+                "cpu_us_per_req": _med(
+                    [r["server_cpu_cores"] / r["rps"] * 1e6 for r in ok if r.get("rps") and wl != "rebalance"]
+                ),
+            }
+            if wl == "rebalance":
+                entry["t_stable_ms"] = _med([r.get("t_stable_ms") for r in ok])
+                entry["rejoins"] = _med([r.get("rejoins") for r in ok])
+            row["peers"][peer] = entry
+        for other in ("tansu", "limit"):
+            ratios = []
+            for rep, r in valid.get("kcoord", {}).items():
+                o = valid.get(other, {}).get(rep)
+                a, b = primary(wl, r), primary(wl, o) if o else None
+                if a is not None and b:
+                    ratios.append(a / b)
+            row[f"k_over_{other}"] = _med(ratios)
+        row["target"], row["met"] = judge(row)
+        rows.append(row)
+    return rows
+
+
+def judge(row: dict[str, Any]) -> tuple[str, str]:
+    wl, cid = row["workload"], row["config"]
+    k, t = row["peers"].get("kcoord"), row["peers"].get("tansu")
+    if k is None:
+        return "-", "-"
+    bad = "INVALID runs" if k["valid"] < k["runs"] else ""
+    if wl in ("commit", "fetch-offsets"):
+        target = ">= 2x Tansu, p99 <= Tansu's"
+        if t is None or t["value"] is None or row["k_over_tansu"] is None:
+            return target, bad or "n/a (no Tansu)"
+        ok = row["k_over_tansu"] >= 2.0 and k["p99_us"] is not None and k["p99_us"] <= t["p99_us"]
+    elif wl in ("produce", "fetch"):
+        target = ">= Tansu MB/s"
+        if row["k_over_tansu"] is None:
+            return target, bad or "n/a (no Tansu)"
+        ok = row["k_over_tansu"] >= 1.0
+    elif wl == "rebalance" and cid.endswith("m1000"):
+        target = f"<= {REBALANCE_TARGET_MS:.0f} ms"
+        if k["value"] is None:
+            return target, bad or "NOT MET (did not converge)"
+        ok = k["value"] <= REBALANCE_TARGET_MS
+    else:
+        return "-", bad or "-"
+    return target, bad or ("met" if ok else "NOT MET")
+
+
+def fmt(x: float | None, nd: int = 0) -> str:
+    if x is None:
+        return "-"
+    if nd == 0 or abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:,.{nd}f}"
+
+
+def render(rows: list[dict[str, Any]], extra_rows: list[list[str]], repeats: int) -> str:
+    head = [
+        "row",
+        "unit",
+        "kcoord",
+        "kcoord p99 ms",
+        "Tansu",
+        "Tansu p99 ms",
+        "limit",
+        "limit p99 ms",
+        "kcoord / Tansu",
+        "kcoord / limit",
+        "kcoord CPU",
+        "kcoord CPU us/req",
+        "kcoord RSS MB",
+        "other CPU",
+        "target",
+        "met?",
+    ]
+    lines = [
+        f"## kcoord benchmark (median of {repeats} repeat(s); ratios are medians of same-repeat ratios)",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for row in rows:
+        wl = row["workload"]
+        cells = [row["config"], row["unit"]]
+        for peer in ("kcoord", "tansu", "limit"):
+            e = row["peers"].get(peer)
+            if e is None:
+                cells += ["-", "-"]
+                continue
+            nd = 1 if wl in ("rebalance", "produce", "fetch") else 0
+            val = fmt(e["value"], nd)
+            if e["valid"] < e["runs"]:
+                val += f" ({e['valid']}/{e['runs']} valid)"
+            cells += [val, fmt(e["p99_us"] / 1000, 2) if e["p99_us"] is not None else "-"]
+        for other in ("tansu", "limit"):
+            r = row[f"k_over_{other}"]
+            cells.append("-" if r is None else f"{r:.2f}")
+        k = row["peers"].get("kcoord") or {}
+        if wl == "rebalance":
+            cells.append(f"{fmt(k.get('cpu_s'), 2)} s")
+            cells.append("-")
+        else:
+            cells.append(f"{fmt(k.get('cpu_cores'), 2)} cores")
+            cells.append(fmt(k.get("cpu_us_per_req"), 1))
+        cells += [fmt(k.get("rss_mb"), 0), fmt(k.get("other_cpu"), 2), row["target"], row["met"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    for cells in extra_rows:
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Throughput is req/s for commit/fetch-offsets (partitions/s = req/s x P), MB/s for produce/fetch.",
+        "Rebalance rows: time from the first JoinGroup response to all members Stable, lower is better;",
+        "their ratios are kcoord's time / the peer's time and the CPU column is kcoord CPU seconds.",
+        "kcoord CPU: cores busy during the measured window (kload reads /proc/PID/stat);",
+        "RSS: kcoord's VmRSS right after each run. other CPU: cores busy on the machine during kcoord's runs",
+        "outside the kcoord and kload processes: kernel threads working for them (fsync, loopback) and any",
+        "other process; compare it with other runs: a high value means the machine was not quiet.",
+    ]
+    return "\n".join(lines)
+
+
+# --- share workload ------------------------------------------------------------------------------
+def share_cells(r: dict[str, Any]) -> list[str]:
+    from bench.share import describe
+
+    name = f"share {r.get('consumers', 4)} consumers"
+    if "records_per_s" not in r:
+        return [
+            name,
+            "records/s",
+            *["-"] * 12,
+            "(ShareFetch + acknowledge)",
+            describe(r).removeprefix("share: "),
+        ]
+    return [
+        name,
+        "records/s (1 KiB)",
+        fmt(r["records_per_s"]),
+        *["-"] * 7,
+        f"{fmt(r['kcoord_cpu_s'], 2)} s",
+        f"{fmt(r['kcoord_cpu_us_per_record'], 1)}/rec",
+        fmt(r.get("rss_mb"), 0),
+        "-",
+        "(no target; Tansu has no share groups)",
+        "-",
+    ]
+
+
+# --- main ----------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="smoke: small matrix, 1 repeat, 2 s runs")
+    ap.add_argument("--repeats", type=int, default=None, help="repeats of the matrix (default 3; quick 1)")
+    ap.add_argument(
+        "--duration", type=float, default=None, help="measured seconds per run (default 5; quick 2)"
+    )
+    ap.add_argument(
+        "--warmup", type=float, default=None, help="warm-up seconds per run (default 1; quick 0.5)"
+    )
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--rows", default="", help="comma list of matrix row ids to keep, e.g. 'commit c8 d16 p1'"
+    )
+    ap.add_argument("--peers", default="kcoord,tansu,limit", help="comma list of kcoord, tansu, limit")
+    ap.add_argument(
+        "--kcoord-args", default="", help="extra `kcoord serve` flags (e.g. '--log-flush-policy os')"
+    )
+    ap.add_argument("--session-ms", type=int, default=45000, help="rebalance: JoinGroup session timeout")
+    ap.add_argument("--rb-timeout", type=float, default=150, help="rebalance: seconds before giving up")
+    ap.add_argument(
+        "--restart-records", type=int, default=None, help="restart: records (default 1M; quick 100k)"
+    )
+    ap.add_argument(
+        "--share-records", type=int, default=None, help="share: records to consume (default 1M; quick 200k)"
+    )
+    ap.add_argument(
+        "--restart-runs", type=int, default=None, help="restart: timed starts (default 3; quick 1)"
+    )
+    ap.add_argument("--out", default="", help="results directory (default /tmp/kcoord-bench/run-<time>)")
+    ap.add_argument("--summarise", default="", metavar="DIR", help="only re-print an earlier run's table")
+    args = ap.parse_args(argv)
+    q = args.quick
+    args.repeats = args.repeats or (1 if q else 3)
+    args.duration = args.duration or (2.0 if q else 5.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.5 if q else 1.0)
+    args.restart_records = args.restart_records or (100_000 if q else 1_000_000)
+    args.restart_runs = args.restart_runs or (1 if q else 3)
+    args.share_records = args.share_records or (200_000 if q else 1_000_000)
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        ap.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    args.peers = [p for p in args.peers.split(",") if p]
+    if "kcoord" not in args.peers:
+        ap.error("--peers must include kcoord")
+    return args
+
+
+def git_state() -> str:
+    """The commit under test, and whether the work tree differs from it (read-only git calls)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(common.REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(common.REPO), "status", "--porcelain", "--untracked-files=no", "kcoord"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' + uncommitted changes in kcoord/' if dirty else ''}" if head else "unknown"
+
+
+def problems_in_logs(logdir: Path) -> list[str]:
+    out = []
+    for path in sorted(logdir.glob("peer-kcoord-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if any(m in line for m in ("[error", "[critical", "Traceback", '"level": "error"')):
+                out.append(f"{path.name}: {line.strip()[:300]}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.summarise:
+        return resummarise(Path(args.summarise))
+    common.raise_fd_limit()
+    out = Path(args.out or f"/tmp/kcoord-bench/run-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    common.log(f"results -> {out}")
+    common.build_kload()
+
+    tansu, how = (None, "not requested")
+    if "tansu" in args.peers:
+        tansu, how = common.find_tansu()
+        common.log(f"Tansu: {how}" if tansu else f"Tansu SKIPPED: {how}")
+        if not tansu:
+            args.peers.remove("tansu")
+    kb = load_kload_bench(tansu)
+    matrix = [m for m in (kb.MATRIX_QUICK if args.quick else kb.MATRIX_FULL) if m[1] in args.workloads]
+    if args.rows:
+        keep = {r.strip() for r in args.rows.split(",")}
+        matrix = [m for m in matrix if m[0] in keep]
+
+    names = [n for n in ("kcoord", "tansu", "limit") if n in args.peers]
+    peers = Peers(kb, names, tansu, out, args.kcoord_args.split())
+    meta = {
+        "started": datetime.datetime.now().isoformat(),
+        "argv": sys.argv,
+        "tansu": how,
+        "nproc": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "kcoord_git": git_state(),
+        "loadavg_start": Path("/proc/loadavg").read_text().strip(),
+        "matrix": matrix,
+        "kcoord_args": common.KCOORD_ARGS + args.kcoord_args.split(),
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    crashes: list[str] = []
+    try:
+        for rep in range(args.repeats if matrix else 0):
+            common.log(
+                f"== repeat {rep + 1}/{args.repeats}  load {Path('/proc/loadavg').read_text().strip()}"
+            )
+            peers.start_all(f"r{rep}")
+            order = names[rep % len(names) :] + names[: rep % len(names)]
+            for cid, wl, kargs in matrix:
+                for n in order:
+                    peer = peers.peers[n]
+                    kb.run_kload(args, peer, wl, kargs, rep, cid, str(out))
+                    if peer.proc.poll() is not None:
+                        msg = (
+                            f"{n} exited (rc {peer.proc.returncode}) during r{rep} '{cid}'; "
+                            f"log {out}/logs/peer-{n}-r{rep}*.log; restarted"
+                        )
+                        common.log("  " + msg)
+                        crashes.append(msg)
+                        peer.proc = None
+                        peers.start(n, f"r{rep}-after-{cid.replace(' ', '_')}")
+            peers.stop_all()
+    finally:
+        peers.stop_all()
+
+    restart_result = None
+    if "restart" in args.workloads:
+        from bench import restart
+
+        restart_result = restart.run(records=args.restart_records, runs=args.restart_runs, out=out)
+    share_result = None
+    if "share" in args.workloads:
+        from bench import share
+
+        share_result = share.run(records=args.share_records, out=out, kcoord_args=args.kcoord_args.split())
+        common.log(share.describe(share_result))
+    text = report(out, matrix, args.repeats, restart_result, share_result, crashes)
+    meta["finished"] = datetime.datetime.now().isoformat()
+    meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(text)
+    print(f"(results, raw kload JSON and logs in {out})")
+    return 0
+
+
+def restart_cells(r: dict[str, Any]) -> list[str]:
+    t, n = r.get("median_s"), r.get("records", 0)
+    met = (
+        "n/a (< 1M records)"
+        if n < 1_000_000
+        else ("met" if t is not None and t <= RESTART_TARGET_S else "NOT MET")
+    )
+    return [
+        f"restart {n:,} commit records",
+        "s to 1st OffsetFetch",
+        fmt(t, 2),
+        *["-"] * 9,
+        fmt(r.get("rss_mb"), 0),
+        "-",
+        f"<= {RESTART_TARGET_S:.0f} s (1M records)",
+        met,
+    ]
+
+
+def report(
+    out: Path,
+    matrix: list[tuple[str, str, str]],
+    repeats: int,
+    restart_result: dict[str, Any] | None,
+    share: dict[str, Any] | list[str] | None,
+    crashes: list[str],
+) -> str:
+    """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
+    raw = out / "raw.jsonl"
+    recs = [json.loads(line) for line in raw.read_text().splitlines()] if raw.exists() else []
+    rows = summarise(matrix, recs)
+    extra = [restart_cells(restart_result)] if restart_result else []
+    if share is not None:
+        extra.append(share if isinstance(share, list) else share_cells(share))
+    table = render(rows, extra, repeats)
+    meta_path = out / "meta.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        table += (
+            f"\n\nkcoord under test: {meta.get('kcoord_git', 'unknown')}; Tansu: {meta.get('tansu')}; "
+            f"{meta.get('nproc')} CPUs; load average at start {meta.get('loadavg_start')}"
+        )
+    notes = ["", "## Problems seen", ""]
+    for r in recs:
+        if r.get("valid"):
+            continue
+        notes.append(
+            f"- INVALID {r['peer']} r{r['repeat']} '{r['config']}': rc {r.get('rc')}, "
+            f"errors {r.get('errors')} {r.get('errcodes', {})}, malformed {r.get('malformed')}, "
+            f"mismatch {r.get('mismatch')}, {r.get('error', '')} (kload log: {out}/logs/kload-{r['peer']}-"
+            f"{r['config'].replace(' ', '_')}-r{r['repeat']}.log)"
+        )
+    notes += [f"- CRASH {c}" for c in crashes]
+    if restart_result and not restart_result.get("all_correct", True):
+        notes.append(f"- restart: an OffsetFetch answered a wrong offset: {restart_result['runs']}")
+    log_lines = problems_in_logs(out / "logs")
+    notes += [f"- kcoord log: {line}" for line in log_lines[:20]]
+    if len(log_lines) > 20:
+        notes.append(f"- ... {len(log_lines) - 20} more error lines in {out}/logs/peer-kcoord-*.log")
+    if len(notes) == 3:
+        notes.append("- none (every kload run valid, no crash, no error in kcoord's log)")
+    text = table + "\n" + "\n".join(notes) + "\n"
+    (out / "summary.md").write_text(text)
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"rows": rows, "restart": restart_result, "share": share, "crashes": crashes, "repeats": repeats},
+            indent=1,
+        )
+    )
+    return text
+
+
+def resummarise(out: Path) -> int:
+    """Re-render an earlier run's table from its files (--summarise DIR)."""
+    meta = json.loads((out / "meta.json").read_text())
+    prev = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    matrix = [tuple(m) for m in meta["matrix"]]
+    text = report(
+        out, matrix, meta["repeats"], prev.get("restart"), prev.get("share"), prev.get("crashes", [])
+    )
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    rc = main()
+    common.log(f"done in {time.monotonic() - t0:.0f} s")
+    sys.exit(rc)
