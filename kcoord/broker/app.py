@@ -33,7 +33,7 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = ""
         self.metrics = Metrics(self.clock)
-        self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms)
+        self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms, config.data_dir)
         self.partitions = PartitionManager(config, self.flusher, self.clock)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.groups = GroupCoordinator(config, self.flusher, self.clock, self.partitions)

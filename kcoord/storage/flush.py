@@ -6,6 +6,12 @@ written since the previous round, so concurrent writers (many partitions, many g
 coordinators) share each fsync: group commit.
 ``interval``: every ``log.flush.interval.ms`` the same round runs; writers do not wait.
 ``os``: the page cache decides; fsync happens only on segment roll and clean shutdown.
+
+A round with several files to sync (commits of many groups touch many coordinator partitions)
+makes one ``syncfs(2)`` on the log directory's filesystem instead of one fdatasync per file: the
+kernel writes back and waits for every dirty file of that filesystem and commits its journal
+once, and since Linux 5.8 reports writeback errors as fsync does. Files on other filesystems,
+and rounds with few files, are fdatasynced one by one.
 """
 
 from __future__ import annotations
@@ -13,18 +19,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from typing import TYPE_CHECKING
+import ctypes
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 if TYPE_CHECKING:
     from kcoord.storage.log import Log
+    from kcoord.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
 
 
 class Flusher:
-    def __init__(self, policy: str = "always", interval_ms: int = 1000) -> None:
+    def __init__(
+        self, policy: str = "always", interval_ms: int = 1000, directory: Path | None = None
+    ) -> None:
         if policy not in ("always", "interval", "os"):
             raise ValueError(f"unknown log.flush.policy {policy!r}")
         self.policy = policy
@@ -36,6 +48,7 @@ class Flusher:
         # One thread: fsyncs of one round run back to back, off the event loop.
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kcoord-fsync")
         self.rounds = 0  # flush rounds completed (tests and metrics)
+        self._fs = _FilesystemSync.open(directory) if directory is not None else None
 
     @property
     def waits_for_disk(self) -> bool:
@@ -54,6 +67,7 @@ class Flusher:
             self._task = None
         await self._round()
         self._executor.shutdown(wait=True)
+        self.close()
 
     def mark_dirty(self, target: Log, urgent: bool = False) -> None:
         """Note that ``target`` has bytes to sync; ``urgent`` (a rolled segment) runs a round now."""
@@ -99,7 +113,7 @@ class Flusher:
             for seg in segments:
                 seg.pin()
             try:
-                await asyncio.get_running_loop().run_in_executor(self._executor, _fsync_all, segments)
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._sync, segments)
             except BaseException as e:
                 for fut in waiters:
                     if not fut.done():
@@ -115,7 +129,53 @@ class Flusher:
             if not fut.done():
                 fut.set_result(None)
 
+    def _sync(self, segments: list[Segment]) -> None:
+        """Make the segments' written bytes durable (runs on the flusher's thread)."""
+        fs = self._fs
+        if fs is not None and len(segments) >= SYNCFS_MIN_FILES:
+            rest = [seg for seg in segments if not fs.covers(seg)]
+            if len(rest) < len(segments):
+                fs.sync()
+            segments = rest
+        for seg in segments:
+            seg.fsync()
 
-def _fsync_all(segments: list) -> None:
-    for seg in segments:
-        seg.fsync()
+    def close(self) -> None:
+        if self._fs is not None:
+            self._fs.close()
+
+
+# One syncfs costs about as much as two or three fdatasyncs (measured on this machine kind).
+SYNCFS_MIN_FILES = 3
+
+
+class _FilesystemSync:
+    """syncfs(2) on the filesystem of one directory (Linux; None elsewhere)."""
+
+    def __init__(self, fd: int, syncfs: Any) -> None:
+        self.fd = fd
+        self.dev = os.fstat(fd).st_dev
+        self._syncfs = syncfs
+
+    @classmethod
+    def open(cls, directory: Path) -> _FilesystemSync | None:
+        try:
+            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+        except (AttributeError, OSError):
+            return None
+        syncfs.argtypes = [ctypes.c_int]
+        directory.mkdir(parents=True, exist_ok=True)
+        return cls(os.open(directory, os.O_RDONLY), syncfs)
+
+    def covers(self, seg: Segment) -> bool:
+        return seg.fd >= 0 and seg.device == self.dev
+
+    def sync(self) -> None:
+        if self._syncfs(self.fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs failed: {os.strerror(err)}")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -29,6 +29,7 @@ class Segment:
         self.time_index = TimeIndex(directory / (segment_name(base_offset) + ".timeindex"), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.device = os.fstat(self.fd).st_dev  # the flusher syncs a whole filesystem at once
         self.size = 0
         self.next_offset = base_offset
         self.first_batch_timestamp: int | None = None  # drives time-based rolling, as in Kafka
