@@ -87,7 +87,8 @@ def build_table() -> ApiTable:
         offsets,
         produce,
         producer_id,
-        share,
+        share_fetch,
+        share_groups,
         topics,
     )
 
@@ -155,36 +156,46 @@ def build_table() -> ApiTable:
                 K.ShareGroupHeartbeat,
                 1,
                 1,
-                share.handle_share_heartbeat,
-                share.share_heartbeat_error_response,
+                share_groups.handle_share_heartbeat,
+                share_groups.share_heartbeat_error_response,
             ),
             ApiSpec(
-                K.ShareGroupDescribe, 1, 1, share.handle_share_describe, share.share_describe_error_response
+                K.ShareGroupDescribe,
+                1,
+                1,
+                share_groups.handle_share_describe,
+                share_groups.share_describe_error_response,
             ),
-            ApiSpec(K.ShareFetch, 1, 2, share.handle_share_fetch, share.share_fetch_error_response),
+            ApiSpec(
+                K.ShareFetch, 1, 2, share_fetch.handle_share_fetch, share_fetch.share_fetch_error_response
+            ),
             ApiSpec(
                 K.ShareAcknowledge,
                 1,
                 2,
-                share.handle_share_acknowledge,
-                share.share_acknowledge_error_response,
+                share_fetch.handle_share_acknowledge,
+                share_fetch.share_acknowledge_error_response,
             ),
             ApiSpec(
                 K.DescribeShareGroupOffsets,
                 0,
                 1,
-                share.handle_describe_offsets,
-                share.describe_offsets_error_response,
+                share_groups.handle_describe_offsets,
+                share_groups.describe_offsets_error_response,
             ),
             ApiSpec(
-                K.AlterShareGroupOffsets, 0, 0, share.handle_alter_offsets, share.alter_offsets_error_response
+                K.AlterShareGroupOffsets,
+                0,
+                0,
+                share_groups.handle_alter_offsets,
+                share_groups.alter_offsets_error_response,
             ),
             ApiSpec(
                 K.DeleteShareGroupOffsets,
                 0,
                 0,
-                share.handle_delete_offsets,
-                share.delete_offsets_error_response,
+                share_groups.handle_delete_offsets,
+                share_groups.delete_offsets_error_response,
             ),
         ]
     )

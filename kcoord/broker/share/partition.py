@@ -3,28 +3,15 @@ SharePartition (KIP-932), as a plain synchronous state machine.
 
 State. The share-partition start offset (SPSO) and end offset (SPEO); every offset in
 [SPSO, SPEO) is in flight: Available, Acquired (by a member, until a lock deadline),
-Acknowledged or Archived, each with a delivery count. Offsets are held as runs of identical
-state (``_Run``), split on demand and merged back, so a fetch of 500 records acquired together
-is one object. Offsets between the log batches a fetch saw (compacted away, or batches the
-caller left out such as control batches) are Archived with delivery count 0 as soon as the
-fetch passes them and are never handed out; acknowledgements that cover them ignore them.
-SPSO moves over the leading Acknowledged/Archived records, and state below SPSO is dropped.
+Acknowledged or Archived, each with a delivery count (inflight.py holds them as runs). Offsets
+between the log batches a fetch saw (compacted away, or batches the caller left out such as
+control batches) are Archived with delivery count 0 as soon as the fetch passes them and are
+never handed out; acknowledgements that cover them ignore them. SPSO moves over the leading
+Acknowledged/Archived records, and state below SPSO is dropped.
 
-Operations take the current time ``now`` (ms) and return the records to persist: a
-SHARE_DELTA (records.py) with the ranges the operation changed, or, per the checkpoint policy,
-a SHARE_CHECKPOINT (next checkpoint epoch) followed by tombstones for the delta keys it
-supersedes. The records are already reflected in this object; ``apply`` (shared with log
-replay, see ``from_records``) ignores records it has already seen, so an actor may apply them
-again. What a restart must reproduce is ``durable_view()``.
-
-Durable form (the seed's examples). Acquired is transient: an Acquired record with delivery
-count n is written as Available with n - 1, so a first delivery writes nothing and a restart
-redelivers the record. A delta covers the changed ranges plus, in front of them, every offset
-between the end of what the log already records (the "durable end") and the change, so that
-replay sees a contiguous state (the seed's "Acknowledge 119" delta carries 111-118 as
-Available / 0). Trailing Available or Archived offsets with delivery count 0 are equivalent to
-"not delivered yet" (the log is read again there after a restart), so the durable view trims
-them and its end offset may be below the live SPEO.
+Operations take the current time ``now`` (ms) and return the records to persist, already
+reflected in this object; their durable form (SHARE_CHECKPOINT / SHARE_DELTA), ``apply`` for
+replay and ``durable_view()`` are in durability.py.
 
 Kafka 4.x behaviour followed beyond the seed:
 - acquire: whole log batches against ``max_records`` (soft limit, at least one batch); no new
@@ -44,7 +31,6 @@ Kafka 4.x behaviour followed beyond the seed:
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import itertools
 import uuid
@@ -54,26 +40,17 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from kcoord.broker.share.durability import DurableShareState, Record
+from kcoord.broker.share.inflight import (
+    InFlightBatch,
+    RecordState,
+    Run,
+)
 from kcoord.broker.share.records import (
-    ShareCheckpointKey,
-    ShareCheckpointValue,
-    ShareDeltaKey,
-    ShareDeltaValue,
     ShareKey,
-    ShareRecord,
     ShareValue,
-    StateBatch,
 )
 from kcoord.protocol.errors import ErrorCode
-
-Record = ShareRecord
-
-
-class RecordState(IntEnum):
-    AVAILABLE = 0
-    ACQUIRED = 1
-    ACKNOWLEDGED = 2
-    ARCHIVED = 4
 
 
 class AckType(IntEnum):
@@ -85,8 +62,6 @@ class AckType(IntEnum):
 
 
 _ACK_TYPES = frozenset(int(t) for t in AckType)
-_TERMINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-_TRIVIAL = (RecordState.AVAILABLE, RecordState.ARCHIVED)  # with delivery count 0: "not delivered"
 
 
 @dataclass(frozen=True)
@@ -118,79 +93,11 @@ class AckResult(NamedTuple):
     counts: dict[AckType, int]  # records acknowledged per type (metrics); empty on error
 
 
-class InFlightBatch(NamedTuple):
-    """A run of in-flight offsets in the same state (for inspection and tests)."""
-
-    first_offset: int
-    last_offset: int
-    state: RecordState
-    delivery_count: int
-    member_id: str | None
-    deadline: int | None
-
-
-@dataclass(frozen=True)
-class DurableView:
-    """The normalized state a restart must reproduce (Acquired as Available with count - 1,
-    adjacent equal ranges merged, trailing not-yet-delivered ranges trimmed)."""
-
-    start_offset: int
-    end_offset: int
-    batches: tuple[StateBatch, ...]
-
-
-class _Run:
-    __slots__ = ("dc", "deadline", "first", "last", "member", "state")
-
-    def __init__(
-        self, first: int, last: int, state: RecordState, dc: int, member: str | None, deadline: int | None
-    ) -> None:
-        self.first = first
-        self.last = last
-        self.state = state
-        self.dc = dc
-        self.member = member
-        self.deadline = deadline
-
-    def same(self, o: _Run) -> bool:
-        return (
-            self.state == o.state
-            and self.dc == o.dc
-            and self.member == o.member
-            and self.deadline == o.deadline
-        )
-
-    def durable(self) -> tuple[int, int]:
-        if self.state == RecordState.ACQUIRED:
-            return RecordState.AVAILABLE, self.dc - 1
-        return self.state, self.dc
-
-    def is_gap(self) -> bool:
-        return self.state == RecordState.ARCHIVED and self.dc == 0
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"_Run({self.first}-{self.last} {self.state.name} dc={self.dc} {self.member} {self.deadline})"
-
-
-def _first(run: _Run) -> int:
-    return run.first
-
-
 class _Stop(Exception):
     """Ends an acquisition early (a last-delivery record is delivered alone)."""
 
 
-def _merge_intervals(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-class SharePartition:
+class SharePartition(DurableShareState):
     def __init__(
         self,
         group_id: str,
@@ -203,20 +110,7 @@ class SharePartition:
 
         Nothing is durable until ``initialize()`` (or the first operation) writes checkpoint 1.
         """
-        self.group_id = group_id
-        self.topic_id = topic_id
-        self.partition = partition
-        self.config = config
-        self.start_offset = start_offset  # SPSO
-        self.end_offset = start_offset  # SPEO
-        self._runs: list[_Run] = []
-        self._locks: dict[int, int] = {}  # lock deadline -> number of offsets acquired until then
-        # Durable bookkeeping: what replaying the records written so far yields.
-        self.checkpoint_epoch = 0  # 0: nothing written yet
-        self.delta_seq = 0  # last delta written in this checkpoint epoch
-        self._durable_end = start_offset
-        self._dirty: list[tuple[int, int]] = []
-        self.deleted = False
+        super().__init__(group_id, topic_id, partition, config, start_offset)
         # Metrics: records acknowledged per type (record-acknowledgement-count, ack-type tag).
         self.acknowledgements: Counter[str] = Counter()
 
@@ -235,61 +129,6 @@ class SharePartition:
         for key, value in records:
             sp.apply(key, value)
         return sp if sp.checkpoint_epoch > 0 else None
-
-    def apply(self, key: ShareKey, value: ShareValue | None) -> None:
-        """Rebuild state from one record: a checkpoint replaces, a delta overlays.
-
-        Records already reflected here (a checkpoint epoch not above ours, a delta of our epoch
-        with a sequence not above ours) and deltas of other epochs (superseded) are ignored.
-        """
-        if isinstance(key, ShareCheckpointKey):
-            if value is None:
-                self._load(0, 0, ())
-                self.checkpoint_epoch = 0
-                self.delta_seq = 0
-                self.deleted = True
-                return
-            assert isinstance(value, ShareCheckpointValue)
-            if value.checkpoint_epoch <= self.checkpoint_epoch:
-                return
-            self._load(value.start_offset, value.end_offset, value.batches)
-            self.checkpoint_epoch = value.checkpoint_epoch
-            self.delta_seq = 0
-            self.deleted = False
-            return
-        if value is None or key.checkpoint_epoch != self.checkpoint_epoch or key.delta_seq <= self.delta_seq:
-            return
-        assert isinstance(value, ShareDeltaValue)
-        for b in value.batches:
-            self._overlay(b)
-        self.delta_seq = key.delta_seq
-        self._advance_start()
-        self._durable_end = self.end_offset
-
-    def _load(self, start: int, end: int, batches: Iterable[StateBatch]) -> None:
-        self._clear()
-        self.start_offset = self.end_offset = start
-        self._durable_end = start
-        for b in batches:
-            if b.base_offset < end:
-                self._overlay(
-                    StateBatch(b.base_offset, min(b.last_offset, end - 1), b.state, b.delivery_count)
-                )
-        if self.end_offset < end:
-            self._extend(end - 1, RecordState.AVAILABLE, 0, None, None)
-        self._advance_start()
-        self._durable_end = self.end_offset
-
-    def _overlay(self, b: StateBatch) -> None:
-        first = max(b.base_offset, self.start_offset)
-        last = b.last_offset
-        if last < first:
-            return
-        if last >= self.end_offset:
-            # Offsets up to the batch that no record mentioned have not been delivered.
-            self._extend(last, RecordState.AVAILABLE, 0, None, None)
-        state = RecordState(b.state)
-        self._update(first, last, lambda r: (state, b.delivery_count, None, None))
 
     # --- inspection ---------------------------------------------------------------------------
     def next_fetch_offset(self) -> int:
@@ -318,31 +157,6 @@ class SharePartition:
             return None
         r = self._runs[self._find(offset)]
         return InFlightBatch(r.first, r.last, r.state, r.dc, r.member, r.deadline)
-
-    def durable_view(self) -> DurableView:
-        batches = self._durable_batches(None)
-        end = batches[-1].last_offset + 1 if batches else self.start_offset
-        return DurableView(self.start_offset, end, tuple(batches))
-
-    def _durable_batches(self, limit: int | None) -> list[StateBatch]:
-        """Normalized durable batches; with ``limit``, stops once more than that many are sure."""
-        out: list[list[int]] = []  # [first, last, state, dc]
-        trivial_tail = 0  # how many trailing entries of out are trivial
-        for r in self._runs:
-            state, dc = r.durable()
-            if out and out[-1][2] == state and out[-1][3] == dc and out[-1][1] + 1 == r.first:
-                out[-1][1] = r.last
-                continue
-            out.append([r.first, r.last, state, dc])
-            if dc == 0 and state in _TRIVIAL:
-                trivial_tail += 1
-            else:
-                trivial_tail = 0
-            if limit is not None and len(out) - trivial_tail > limit:
-                break
-        if trivial_tail:
-            del out[len(out) - trivial_tail :]
-        return [StateBatch(a, b, s, d) for a, b, s, d in out]
 
     # --- acquisition -------------------------------------------------------------------------
     def acquire(
@@ -523,7 +337,7 @@ class SharePartition:
     def _ack_range(self, first: int, last: int, t: AckType, lock_deadline: int, counts: Counter) -> None:
         limit = self.config.delivery_count_limit
 
-        def change(r: _Run) -> tuple[RecordState, int, str | None, int | None]:
+        def change(r: Run) -> tuple[RecordState, int, str | None, int | None]:
             if r.state != RecordState.ACQUIRED:  # a gap
                 return r.state, r.dc, r.member, r.deadline
             counts[t] += r.last - r.first + 1
@@ -590,181 +404,3 @@ class SharePartition:
         self.start_offset = self.end_offset = offset
         self.deleted = False
         return self._write_checkpoint()
-
-    # --- durability ---------------------------------------------------------------------------
-    def initialize(self) -> list[Record]:
-        """The records that make a fresh share-partition durable (SHARE_CHECKPOINT epoch 1)."""
-        if self.checkpoint_epoch > 0 or self.deleted:
-            return []
-        return self._write_checkpoint()
-
-    def delete_records(self) -> list[Record]:
-        """Tombstones for every live record of this share-partition (DeleteShareGroupState)."""
-        out: list[Record] = [(self._checkpoint_key(), None)]
-        out += [(self._delta_key(self.checkpoint_epoch, s), None) for s in range(1, self.delta_seq + 1)]
-        self._clear()
-        self.end_offset = self.start_offset
-        self.checkpoint_epoch = self.delta_seq = 0
-        self.deleted = True
-        return out
-
-    def _checkpoint_key(self) -> ShareCheckpointKey:
-        return ShareCheckpointKey(self.group_id, self.topic_id, self.partition)
-
-    def _delta_key(self, epoch: int, seq: int) -> ShareDeltaKey:
-        return ShareDeltaKey(self.group_id, self.topic_id, self.partition, epoch, seq)
-
-    def _commit(self) -> list[Record]:
-        """End of an operation: move SPSO, then write what changed (a delta or a checkpoint)."""
-        if self.deleted:
-            self._dirty = []
-            return []
-        new_start = self.start_offset
-        for r in self._runs:
-            if r.state not in _TERMINAL:
-                break
-            new_start = r.last + 1
-        dirty = _merge_intervals(self._dirty)
-        self._dirty = []
-        hi = max(dirty[-1][1] if dirty else -1, new_start - 1)
-        if hi >= self._durable_end:
-            dirty = _merge_intervals([*dirty, (self._durable_end, hi)])
-        batches = self._batches_over(dirty)
-        self._drop_below(new_start)
-        if self.checkpoint_epoch == 0:
-            return self._write_checkpoint()
-        if not batches:
-            return []
-        cfg = self.config
-        if self.delta_seq >= cfg.checkpoint_every_deltas or (
-            cfg.checkpoint_when_smaller and len(self._durable_batches(len(batches))) < len(batches)
-        ):
-            return self._write_checkpoint()
-        self.delta_seq += 1
-        self._durable_end = max(self._durable_end, batches[-1].last_offset + 1, self.start_offset)
-        value = ShareDeltaValue(self.checkpoint_epoch, -1, tuple(batches))
-        return [(self._delta_key(self.checkpoint_epoch, self.delta_seq), value)]
-
-    def _write_checkpoint(self) -> list[Record]:
-        view = self.durable_view()
-        old_epoch, old_seq = self.checkpoint_epoch, self.delta_seq
-        self.checkpoint_epoch += 1
-        self.delta_seq = 0
-        self._durable_end = view.end_offset
-        self._dirty = []
-        out: list[Record] = [
-            (
-                self._checkpoint_key(),
-                ShareCheckpointValue(self.checkpoint_epoch, view.start_offset, view.end_offset, view.batches),
-            )
-        ]
-        if old_epoch > 0:
-            out += [(self._delta_key(old_epoch, s), None) for s in range(1, old_seq + 1)]
-        return out
-
-    def _batches_over(self, intervals: list[tuple[int, int]]) -> list[StateBatch]:
-        """Durable-form state batches of the live runs over ``intervals`` (within [SPSO, SPEO))."""
-        out: list[list[int]] = []
-        for a, b in intervals:
-            a = max(a, self.start_offset)
-            b = min(b, self.end_offset - 1)
-            if a > b:
-                continue
-            i = self._find(a)
-            while i < len(self._runs) and self._runs[i].first <= b:
-                r = self._runs[i]
-                lo, hi = max(r.first, a), min(r.last, b)
-                state, dc = r.durable()
-                if out and out[-1][1] + 1 == lo and out[-1][2] == state and out[-1][3] == dc:
-                    out[-1][1] = hi
-                else:
-                    out.append([lo, hi, state, dc])
-                i += 1
-        return [StateBatch(a, b, s, d) for a, b, s, d in out]
-
-    # --- the runs -----------------------------------------------------------------------------
-    def _find(self, offset: int) -> int:
-        """Index of the run holding ``offset`` (SPSO <= offset < SPEO)."""
-        return bisect.bisect_right(self._runs, offset, key=_first) - 1
-
-    def _split(self, offset: int) -> int:
-        """Make ``offset`` the first offset of a run; returns that run's index (len at SPEO)."""
-        if offset >= self.end_offset:
-            return len(self._runs)
-        i = self._find(offset)
-        r = self._runs[i]
-        if r.first == offset:
-            return i
-        tail = _Run(offset, r.last, r.state, r.dc, r.member, r.deadline)
-        r.last = offset - 1
-        self._runs.insert(i + 1, tail)
-        return i + 1
-
-    def _lock(self, run: _Run, sign: int) -> None:
-        if run.state == RecordState.ACQUIRED and run.deadline is not None:
-            n = self._locks.get(run.deadline, 0) + sign * (run.last - run.first + 1)
-            if n:
-                self._locks[run.deadline] = n
-            else:
-                del self._locks[run.deadline]
-
-    def _update(
-        self,
-        first: int,
-        last: int,
-        change: Callable[[_Run], tuple[RecordState, int, str | None, int | None]],
-    ) -> None:
-        """Set each run over [first, last] (inside [SPSO, SPEO)) to ``change(run)``."""
-        i = self._split(first)
-        j = self._split(last + 1)
-        for r in self._runs[i:j]:
-            state, dc, member, deadline = change(r)
-            self._lock(r, -1)
-            r.state, r.dc, r.member, r.deadline = state, dc, member, deadline
-            self._lock(r, +1)
-        self._coalesce(i - 1, j + 1)
-
-    def _coalesce(self, lo: int, hi: int) -> None:
-        runs = self._runs
-        k = max(lo, 0) + 1
-        hi = min(hi, len(runs) - 1)
-        while k <= hi:
-            if runs[k - 1].same(runs[k]):
-                runs[k - 1].last = runs[k].last
-                del runs[k]
-                hi -= 1
-            else:
-                k += 1
-
-    def _extend(
-        self, last: int, state: RecordState, dc: int, member: str | None, deadline: int | None
-    ) -> None:
-        """Append [SPEO, last] in the given state; SPEO becomes last + 1."""
-        run = _Run(self.end_offset, last, state, dc, member, deadline)
-        self._lock(run, +1)
-        self._runs.append(run)
-        self.end_offset = last + 1
-        self._coalesce(len(self._runs) - 2, len(self._runs))
-
-    def _advance_start(self) -> None:
-        new_start = self.start_offset
-        for r in self._runs:
-            if r.state not in _TERMINAL:
-                break
-            new_start = r.last + 1
-        self._drop_below(new_start)
-
-    def _drop_below(self, offset: int) -> None:
-        if offset <= self.start_offset:
-            return
-        i = self._split(offset)
-        for r in self._runs[:i]:
-            self._lock(r, -1)
-        del self._runs[:i]
-        self.start_offset = offset
-        self.end_offset = max(self.end_offset, offset)
-
-    def _clear(self) -> None:
-        self._runs = []
-        self._locks = {}
-        self._dirty = []
