@@ -97,7 +97,7 @@ def build_table() -> ApiTable:
         [
             ApiSpec(K.Produce, 3, 13, produce.handle, produce.error_response),
             ApiSpec(K.Fetch, 4, 18, fetch.handle, fetch.error_response),
-            ApiSpec(K.ListOffsets, 1, 11, list_offsets.handle, list_offsets.error_response),
+            ApiSpec(K.ListOffsets, 0, 11, list_offsets.handle, list_offsets.error_response),
             ApiSpec(K.Metadata, 0, 13, metadata.handle, None),
             ApiSpec(
                 K.OffsetForLeaderEpoch,

@@ -151,7 +151,7 @@ def test_fetch(broker: BrokerProcess, topic: tuple[str, uuid.UUID], version: int
     assert [r[0] for r in decode(p.records)] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("version", served(ApiKey.ListOffsets))
+@pytest.mark.parametrize("version", [v for v in served(ApiKey.ListOffsets) if v > 0])
 def test_list_offsets(broker: BrokerProcess, topic: tuple[str, uuid.UUID], version: int) -> None:
     name, _ = topic
     with broker.connect() as c:
@@ -160,6 +160,32 @@ def test_list_offsets(broker: BrokerProcess, topic: tuple[str, uuid.UUID], versi
         assert c.list_offsets(name, 0, -2, version=version).offset == 0
         by_ts = c.list_offsets(name, 0, 1_700_000_000_001, version=version)
         assert (by_ts.offset, by_ts.timestamp) == (1, 1_700_000_000_001)
+
+
+def test_list_offsets_v0_old_style(broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
+    """v0 (still sent by Burrow 1.2.1/sarama): lists of offsets, as Kafka 0.10 answered them."""
+    name, _ = topic
+    req = request_class(ApiKey.ListOffsets)
+
+    def ask(timestamp: int, max_offsets: int) -> list[int]:
+        part = req.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, timestamp=timestamp, max_num_offsets=max_offsets
+        )
+        with broker.connect() as c:
+            resp = c.request(
+                ApiKey.ListOffsets,
+                0,
+                replica_id=-1,
+                topics=[req.ListOffsetsTopic(name=name, partitions=[part])],
+            )
+        p = resp.topics[0].partitions[0]
+        assert p.error_code == 0
+        return list(p.old_style_offsets)
+
+    assert ask(-1, 1) == [3]  # latest: the high watermark
+    assert ask(-2, 1) == [0]  # earliest: the log start
+    assert ask(-1, 5) == [3, 0]  # the high watermark, then segment starts, largest first
+    assert ask(0, 5) == []  # nothing is that old
 
 
 @pytest.mark.parametrize("version", served(ApiKey.OffsetForLeaderEpoch))

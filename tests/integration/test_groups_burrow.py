@@ -7,11 +7,10 @@ with its debug log on, each decoded offset is a "consumer offset" line naming th
 __consumer_offsets partition, group, topic, partition and offset. The test checks those lines
 against the commits it made.
 
-What the test does not check, and why: Burrow 1.2.1's cluster module asks for the brokers'
-log-end offsets with ListOffsets v0 (sarama's OffsetRequest with no version set). Kafka 4.0
-removed v0 (KIP-896) and kcoord does not serve it either, so Burrow's storage module drops
-the consumer offsets for want of broker offsets, and its HTTP consumer endpoints (lag,
-status) stay empty, exactly as they would against a Kafka 4 broker.
+Then Burrow's HTTP lag endpoint must show every partition's lag (high watermark minus the
+committed offset): Burrow 1.2.1's cluster module asks for the log-end offsets with ListOffsets
+v0 (sarama's OffsetRequest with no version set), which Kafka 4.0 removed (KIP-896) but kcoord
+still serves for tools like this one.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,8 +181,9 @@ def test_burrow_reads_committed_offsets(
 
     config_dir = tmp_path / "burrow"
     config_dir.mkdir()
+    http_port = free_port()
     (config_dir / "burrow.toml").write_text(
-        BURROW_CONFIG.format(dir=config_dir, zk=zookeeper, bootstrap=b.bootstrap, http=free_port())
+        BURROW_CONFIG.format(dir=config_dir, zk=zookeeper, bootstrap=b.bootstrap, http=http_port)
     )
     log = config_dir / "burrow.log"
     with open(tmp_path / "burrow.out", "wb") as out:
@@ -215,6 +216,31 @@ def test_burrow_reads_committed_offsets(
                 assert history == [o - 1, o], (g, p, history)
         undecoded = [x for x in log.read_text().splitlines() if "failed to decode" in x and unique_topic in x]
         assert not undecoded
+
+        # Lag: 12 records in each partition minus the committed offsets.
+        def lag(group: str) -> dict[int, int]:
+            url = f"http://127.0.0.1:{http_port}/v3/kafka/local/consumer/{group}/lag"
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    status = json.load(r).get("status") or {}
+            except (OSError, ValueError):
+                return {}
+            return {
+                p["partition"]: p["current_lag"]
+                for p in status.get("partitions") or []
+                if p.get("topic") == unique_topic and p.get("end")
+            }
+
+        deadline = time.monotonic() + 60
+        for g, offsets in groups.items():
+            want = {p: 12 - o for p, o in enumerate(offsets)}
+            while lag(g) != want:
+                assert burrow.poll() is None, (tmp_path / "burrow.out").read_text()
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"Burrow's lag for {g}: {lag(g)}, want {want}; log tail:\n{log.read_text()[-3000:]}"
+                    )
+                time.sleep(0.5)
     finally:
         burrow.terminate()
         try:

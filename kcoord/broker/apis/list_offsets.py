@@ -1,6 +1,8 @@
-"""ListOffsets (key 2, v1-v11) and OffsetForLeaderEpoch (key 23, v2-v4).
+"""ListOffsets (key 2, v0-v11) and OffsetForLeaderEpoch (key 23, v2-v4).
 
 Behaviour / version notes:
+- v0 (removed in Kafka 4.0 but still sent by tools such as Burrow 1.2.1 through sarama) answers
+  with old-style offset lists as Kafka 0.10 did (see _old_style);
 - -2 earliest = log start offset; -1 latest = high watermark, or the last stable offset under
   read_committed (v2+); -3 (v7+) the record with the largest timestamp; -4 (v8+) earliest local
   = earliest (no tiered storage); -5 (v9+) latest tiered and -6 (v11+) earliest pending upload
@@ -16,6 +18,7 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kcoord.protocol.errors import ErrorCode
@@ -61,9 +64,43 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
             if leader_epoch > part.leader_epoch:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH))
                 continue
+            if v == 0:
+                parts.append(_old_style(part, p.partition_index, p.timestamp, p.max_num_offsets, broker))
+                continue
             parts.append(_lookup(part, p.partition_index, p.timestamp, isolation, v))
         topics.append(_TopicResp(name=t.name, partitions=parts))
     return _Resp(throttle_time_ms=0, topics=topics)
+
+
+def _old_style(part: Any, index: int, ts: int, max_offsets: int, broker: Any) -> Any:
+    """ListOffsets v0 (Kafka 0.10's fetchOffsetsBefore): segment start offsets, each paired with
+    its segment file's modification time, plus the high watermark paired with now; latest
+    answers from the end, earliest from the start, a timestamp from the last pair not newer than
+    it; up to MaxNumOffsets offsets, largest first."""
+    log_ = part.log
+    pairs = [
+        (max(s.base_offset, log_.log_start_offset), int(os.fstat(s.fd).st_mtime * 1000))
+        for s in log_.segments
+    ]
+    if log_.segments[-1].size > 0:
+        pairs.append((part.high_watermark, broker.clock.now_ms()))
+    if ts == LATEST_TIMESTAMP:
+        start = len(pairs) - 1
+    elif ts == EARLIEST_TIMESTAMP:
+        start = 0
+    else:
+        start = len(pairs) - 1
+        while start >= 0 and pairs[start][1] > ts:
+            start -= 1
+    chosen = [pairs[i][0] for i in range(start, max(start - max(max_offsets, 0), -1), -1)]
+    return _PartResp(
+        partition_index=index,
+        error_code=0,
+        old_style_offsets=sorted(chosen, reverse=True),
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
+    )
 
 
 def _lookup(part: Any, index: int, ts: int, isolation: int, version: int) -> Any:
