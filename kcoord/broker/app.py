@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from typing import Any
 
@@ -66,9 +67,16 @@ class Broker:
         data_dir.mkdir(parents=True, exist_ok=True)
         meta = load_or_create_meta(data_dir, self.node_id)
         self.cluster_id = meta["cluster.id"]
-        self.partitions.open()
-        self.groups.open(unclean=self.partitions.unclean_start)
-        self.producer_ids.open()
+        # Loading builds millions of objects and frees almost none: no cyclic GC meanwhile.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.partitions.open()
+            self.groups.open(unclean=self.partitions.unclean_start)
+            self.producer_ids.open()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self.flusher.start()
         self.groups.start()
         await self.server.start()
@@ -111,9 +119,28 @@ class Broker:
                 log.exception("retention run failed")
 
 
+GC_GEN0_THRESHOLD = 10_000
+
+
+def tune_gc() -> None:
+    """Keep the cyclic GC off the request path of a started broker.
+
+    Every full collection walks all tracked objects, and after start-up that is mostly what
+    never dies (modules, the protocol classes, the replayed groups): tens of milliseconds per
+    pass, straight into the p99. ``gc.freeze`` moves them out of the collector's sight; a
+    larger first threshold makes the young collections rarer (requests allocate many short-
+    lived objects that reference counting frees anyway).
+    """
+    gc.collect()
+    gc.freeze()
+    _gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
 async def serve_until_signalled(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
+    tune_gc()
     stop = broker.fatal
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -72,28 +72,56 @@ def null_violation(message: ApiMessage, version: int) -> str | None:
     handler would then fail on it; Kafka's generated parsers refuse the request ("non-nullable
     field ... was serialized as null"), and the broker closes the connection.
     """
-    return _null_in(type(message)._struct, message, version, type(message).__name__)
+    cls = type(message)
+    plan = _plans.get((cls, version))
+    if plan is None:
+        plan = _plans[(cls, version)] = _plan(cls._struct, version)
+    return _null_in(plan, message, cls.__name__) if plan else None
 
 
-def _null_in(struct: object, obj: object, version: int, path: str) -> str | None:
+# Per (message class, version): the fields to look at, so that a request's check touches only
+# the fields that can be null and must not be, and skips arrays whose items have none.
+Plan = tuple[tuple[str, bool, "Plan", bool], ...]
+_plans: dict[tuple[type, int], Plan] = {}
+
+# Decoded values of these types are never None: nothing to check.
+_NEVER_NULL = frozenset({"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool"})
+
+
+def _plan(struct: object, version: int) -> Plan:
+    """(name, may be null, plan of the nested struct(s), is an array) per field worth checking."""
+    out = []
     for name, field in struct.fields.items():  # type: ignore[attr-defined]
         # A tagged field that is absent takes its default, and a uuid has no null encoding
         # (kafka-python reads the zero uuid as None): neither can be a null sent by the client.
         if not field.for_version_q(version) or field.tagged_field_q(version) or field.type_str == "uuid":
             continue
+        if field.type_str in _NEVER_NULL:
+            continue
+        nullable = bool(field.nullable_for_version_q(version))
+        sub = _plan(field, version) if field.is_struct_array() or field.is_struct() else ()
+        if nullable and not sub:
+            continue
+        out.append((name, nullable, sub, bool(field.is_struct_array())))
+    return tuple(out)
+
+
+def _null_in(plan: Plan, obj: object, path: str) -> str | None:
+    for name, nullable, sub, is_array in plan:
         value = getattr(obj, name, None)
         if value is None:
-            if not field.nullable_for_version_q(version):
+            if not nullable:
                 return f"{path}.{name}"
-        elif field.is_struct_array():
-            for i, item in enumerate(value):
-                bad = _null_in(field, item, version, f"{path}.{name}[{i}]")
+        elif sub:
+            if is_array:
+                for i, item in enumerate(value):
+                    bad = _null_in(sub, item, f"{path}.{name}[{i}]")
+                    if bad is not None:
+                        return bad
+            else:
+                bad = _null_in(sub, value, f"{path}.{name}")
                 if bad is not None:
                     return bad
-        elif field.is_struct():
-            bad = _null_in(field, value, version, f"{path}.{name}")
-            if bad is not None:
-                return bad
     return None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import struct
 import time
 import uuid
@@ -58,6 +59,9 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+# Every request for a group asks (a commit up to three times), and the hash is a Python loop over
+# the id's characters: remember the answers for the groups in use.
+@functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, partitions: int) -> int:
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % partitions  # Kafka's Utils.abs
