@@ -25,6 +25,7 @@ import structlog
 
 from kcoord import logsetup
 from kcoord.broker.context import RequestContext
+from kcoord.broker.reply import Reply
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.frames import (
     MalformedRequest,
@@ -51,11 +52,11 @@ class Dispatcher:
         self.broker = broker
         self.table = table
 
-    def dispatch(self, frame: bytes, conn: Any) -> bytes | Awaitable[bytes | None] | None:
+    def dispatch(self, frame: bytes, conn: Any) -> bytes | Reply | Awaitable[bytes | None] | None:
         """Answer one request frame (without its size prefix).
 
-        Returns the framed response, an awaitable of it, or None when the request expects no
-        response (Produce with acks=0). Raises :class:`CloseConnection`.
+        Returns the framed response, a :class:`Reply` or an awaitable of it, or None when the
+        request expects no response (Produce with acks=0). Raises :class:`CloseConnection`.
         """
         buf = memoryview(frame)
         try:
@@ -98,11 +99,40 @@ class Dispatcher:
         except Exception as e:
             log.exception("handler failed", api=spec.name, version=version, client_id=header.client_id)
             return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        if type(result) is Reply:
+            out = Reply()
+
+            def finish(value: Any, error: BaseException | None) -> None:
+                try:
+                    data = self._settle(ctx, spec, request, value, error)
+                except BaseException as e:
+                    out.fail(e)
+                    return
+                out.resolve(data)
+
+            result.then(finish)
+            return out
         if inspect.isawaitable(result):
             return self._finish_async(ctx, spec, request, result)
         if result is None:
             return None
         return self.encode(ctx, spec, result)
+
+    def _settle(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
+    ) -> bytes | None:
+        """The framed answer of a handler that returned a Reply, as _finish_async gives it."""
+        if error is None:
+            return None if value is None else self.encode(ctx, spec, value)
+        try:
+            raise error
+        except CloseConnection:
+            raise
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=ctx.api_version)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
 
     async def _finish_async(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, pending: Awaitable[Any]

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from kcoord.broker.dispatcher import CloseConnection, Dispatcher
+from kcoord.broker.reply import Reply
 from kcoord.config import Endpoint
 
 log = structlog.get_logger(__name__)
@@ -32,13 +33,17 @@ _ids = itertools.count(1)
 
 
 class _Pending:
-    """A response slot: filled by a task, written when everything before it was written."""
+    """A response slot: filled later, written when everything before it was written."""
 
-    __slots__ = ("data", "done")
+    __slots__ = ("conn", "data", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
         self.data: bytes | None = None
         self.done = False
+
+    def deliver(self, data: bytes | None, error: BaseException | None) -> None:
+        self.conn._deliver(self, data, error)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -58,6 +63,8 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._closing = False
         self._close_reason: str | None = None  # close once the responses still owed are written
+        self._flush_scheduled = False
+        self._drained: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -73,6 +80,7 @@ class KafkaConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         for task in self._tasks:
             task.cancel()
+        self._set_drained()
         self.server.on_connection_closed(self)
 
     def pause_writing(self) -> None:
@@ -88,6 +96,7 @@ class KafkaConnection(asyncio.Protocol):
         buf += data
         pos, end = 0, len(buf)
         out: list[bytes] = []
+        queue = self._queue
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
@@ -104,28 +113,31 @@ class KafkaConnection(asyncio.Protocol):
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
                 return
-            except Exception:  # a bug must cost this connection only, as in _completed
+            except Exception:  # a bug must cost this connection only, as in _deliver
                 log.exception("request failed", peer=self.peer)
                 self._close_after_pending(out, "internal error")
                 return
             if result is None:
                 continue
             if isinstance(result, bytes):
-                if self._queue:
-                    slot = _Pending()
+                if queue:
+                    slot = _Pending(self)
                     slot.data, slot.done = result, True
-                    self._queue.append(slot)
+                    queue.append(slot)
                 else:
                     out.append(result)
                 continue
-            # An awaitable: reserve the response's place in line.
+            # Later: reserve the response's place in line.
             self._write(out)
             out = []
-            slot = _Pending()
-            self._queue.append(slot)
-            task = asyncio.ensure_future(result)
-            self._tasks.add(task)
-            task.add_done_callback(lambda t, s=slot: self._completed(t, s))
+            slot = _Pending(self)
+            queue.append(slot)
+            if type(result) is Reply:
+                result.then(slot.deliver)
+            else:
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(lambda t, s=slot: self._completed(t, s))
         if pos:
             del buf[:pos]
         self._write(out)
@@ -137,6 +149,9 @@ class KafkaConnection(asyncio.Protocol):
         if task.cancelled():
             return
         exc = task.exception()
+        self._deliver(slot, None if exc is not None else task.result(), exc)
+
+    def _deliver(self, slot: _Pending, data: bytes | None, exc: BaseException | None) -> None:
         if exc is not None:
             if isinstance(exc, CloseConnection):
                 self._abort(str(exc))
@@ -144,17 +159,28 @@ class KafkaConnection(asyncio.Protocol):
                 log.error("request failed", peer=self.peer, error=repr(exc))
                 self._abort("internal error")
             return
-        slot.data = task.result()
+        slot.data = data
         slot.done = True
+        # Responses completed in one pass of the event loop (a flush round releases many) go
+        # out in one write.
+        if not self._flush_scheduled and self._queue and self._queue[0].done:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        queue = self._queue
         out = []
-        while self._queue and self._queue[0].done:
-            data = self._queue.popleft().data
+        while queue and queue[0].done:
+            data = queue.popleft().data
             if data is not None:
                 out.append(data)
         self._write(out)
-        if self._close_reason is not None and not self._queue:
-            self._abort(self._close_reason)
-            return
+        if not queue:
+            self._set_drained()
+            if self._close_reason is not None:
+                self._abort(self._close_reason)
+                return
         self._update_reading()
 
     def _write(self, out: list[bytes]) -> None:
@@ -163,6 +189,10 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
+
+    def _set_drained(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
 
     def _update_reading(self) -> None:
         if self.transport is None or self._closing or self._close_reason is not None:
@@ -204,8 +234,10 @@ class KafkaConnection(asyncio.Protocol):
             self._paused_reading = True
 
     async def drain(self) -> None:
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+        """Wait until every response owed was written (or the connection was lost)."""
+        if self._queue and not self._closing:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
 
     def close(self) -> None:
         if self.transport is not None and not self._closing:

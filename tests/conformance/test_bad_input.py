@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.messages import request_class
+from kcoord.protocol.messages import request_class, response_class
 from tests.harness import BrokerProcess, api_versions_ok
 from tests.wire import ApiKey, Conn, build_batch, fetch_request, request_header
 
@@ -312,3 +312,46 @@ def test_null_array_where_none_is_allowed_closes_the_connection(broker: BrokerPr
         assert c.is_closed_by_peer()
     assert api_versions_ok(broker)
     assert "Fatal error" not in broker.log_text()
+
+
+def test_deferred_and_immediate_answers_keep_request_order(broker: BrokerProcess, unique_topic: str) -> None:
+    """Commits (answered after their fsync) pipelined with ApiVersions (answered at once) in one
+    write: the answers come back in request order, each once."""
+    commit = request_class(ApiKey.OffsetCommit)
+    with broker.connect() as c:
+        c.create_topic(unique_topic)
+        frames, corrs, kinds = [], [], []
+        for i in range(200):
+            corr = c.next_correlation_id()
+            if i % 3 == 1:
+                frames.append(framed(request_header(ApiKey.ApiVersions, 0, corr, "t")))
+                kinds.append(ApiKey.ApiVersions)
+            else:
+                body = commit(
+                    group_id=f"{unique_topic}-g{i % 7}",
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    retention_time_ms=-1,
+                    topics=[
+                        commit.OffsetCommitRequestTopic(
+                            name=unique_topic,
+                            partitions=[
+                                commit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=i, committed_metadata=""
+                                )
+                            ],
+                        )
+                    ],
+                ).encode(version=2)
+                frames.append(framed(request_header(ApiKey.OffsetCommit, 2, corr, "t") + body))
+                kinds.append(ApiKey.OffsetCommit)
+            corrs.append(corr)
+        c.send_raw(b"".join(frames))
+        got = []
+        for kind in kinds:
+            frame = c.recv_frame()
+            got.append(struct.unpack_from(">i", frame, 0)[0])
+            if kind == ApiKey.OffsetCommit:
+                resp = response_class(ApiKey.OffsetCommit).decode(frame[4:], version=2)
+                assert resp.topics[0].partitions[0].error_code == 0
+        assert got == corrs

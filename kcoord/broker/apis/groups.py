@@ -31,6 +31,7 @@ from typing import Any
 from kcoord.broker.groups import offsets as offset_rules
 from kcoord.broker.groups.group import ClassicGroup, GroupState, JoinRequest, Outcome
 from kcoord.broker.groups.member import JoinResult, Responder, SyncResult
+from kcoord.broker.reply import Reply, from_future, reply_with
 from kcoord.broker.share.group import ShareGroup
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
@@ -152,7 +153,7 @@ def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         require_known_member_id=v >= 4,
     )
-    fut, respond = future_responder()
+    reply, respond = reply_with(lambda r: _join_response(r, v))
 
     def op(group: ClassicGroup | None, now: int) -> Outcome:
         if group is None:
@@ -162,11 +163,12 @@ def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
         return group.join(join, respond, now)
 
     broker.groups.actor(req.group_id).tell(op, create=join.member_id == "")
-    return _await(fut, lambda r: _join_response(r, v))
+    return reply
 
 
-async def _await(fut: asyncio.Future[Any], build: Any) -> Any:
-    return build(await fut)
+def _await(fut: asyncio.Future[Any], build: Any) -> Reply:
+    """The response ``build(result)`` once ``fut`` is done, without a Task per request."""
+    return from_future(fut, build)
 
 
 def join_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -194,7 +196,7 @@ def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
     if is_share_group(broker, req.group_id):
         return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-    fut, respond = future_responder()
+    reply, respond = reply_with(_sync_response)
 
     def op(group: ClassicGroup | None, now: int) -> Outcome:
         if group is None:
@@ -213,7 +215,7 @@ def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
         )
 
     broker.groups.actor(req.group_id).tell(op)
-    return _await(fut, _sync_response)
+    return reply
 
 
 def sync_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -230,7 +232,7 @@ def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     if is_share_group(broker, req.group_id):
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
-    fut, respond = future_responder()
+    reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
     instance = req.group_instance_id if v >= 3 else None
 
     def op(group: ClassicGroup | None, now: int) -> Outcome:
@@ -244,7 +246,7 @@ def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
         return out
 
     broker.groups.actor(req.group_id).tell(op)
-    return _await(fut, lambda code: _HResp(throttle_time_ms=0, error_code=code))
+    return reply
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -33,6 +33,7 @@ from kcoord.broker.apis.groups import _await, future_responder, is_share_group
 from kcoord.broker.dispatcher import CloseConnection
 from kcoord.broker.groups import offsets as offset_rules
 from kcoord.broker.groups.group import ClassicGroup, GroupState, Outcome
+from kcoord.broker.reply import reply_with
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -122,7 +123,7 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
     member_id = req.member_id
     instance = req.group_instance_id if v >= 7 else None
     retention = req.retention_time_ms if v <= 4 else -1
-    fut, respond = future_responder()
+    reply, respond = reply_with(build)
 
     def op(group: ClassicGroup | None, now: int) -> Outcome:
         out = Outcome()
@@ -140,7 +141,7 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
     broker.groups.actor(req.group_id).tell(
         op, create=generation < 0 and broker.groups.shard_for(req.group_id).store.get(req.group_id) is None
     )
-    return _await(fut, build)
+    return reply
 
 
 def commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
