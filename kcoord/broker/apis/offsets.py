@@ -25,6 +25,7 @@ Behaviour / version notes:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -36,6 +37,7 @@ from kcoord.broker.groups.group import ClassicGroup, GroupState, Outcome
 from kcoord.broker.reply import reply_with
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
 
 log = structlog.get_logger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
@@ -105,17 +107,7 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
         if group_error:
             for entry in slots:
                 entry[1] = group_error
-        return _CResp(
-            throttle_time_ms=0,
-            topics=[
-                _CTopic(
-                    name=t.name,
-                    topic_id=t.topic_id if v >= 10 else None,
-                    partitions=[_CPart(partition_index=i, error_code=e) for i, e in parts],
-                )
-                for t, parts in results
-            ],
-        )
+        return OffsetCommitAnswer([(t.name, t.topic_id if v >= 10 else None, parts) for t, parts in results])
 
     if not commits:
         return build()
@@ -160,11 +152,7 @@ def commit_error_response(req: Any, version: int, code: int, message: str | None
 
 # --- OffsetFetch -------------------------------------------------------------------------------
 _FResp = response_class(ApiKey.OffsetFetch)
-_FTopicOld = _FResp.OffsetFetchResponseTopic
-_FPartOld = _FTopicOld.OffsetFetchResponsePartition
 _FGroup = _FResp.OffsetFetchResponseGroup
-_FTopic = _FGroup.OffsetFetchResponseTopics
-_FPart = _FTopic.OffsetFetchResponsePartitions
 
 
 class _Wanted:
@@ -187,15 +175,17 @@ class _Wanted:
                 self.topics.append((t.name, parts))  # type: ignore[union-attr]
 
 
-def _fetch_group(broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted) -> Any:
-    """A future of (error, [(topic, [(partition, value|None)])]) for one group."""
-    fut, respond = future_responder()
+def _fetch_group(
+    broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted, respond: Callable[[Any], None]
+) -> None:
+    """Call ``respond`` with (error, [(topic, [(partition, value|None)])]) for one group (or with
+    the exception that failed it)."""
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
-        return fut
+        return
     if is_share_group(broker, group_id):
         respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
-        return fut
+        return
     if group_id == "":
         _warn_empty_group(ctx, "OffsetFetch")
 
@@ -207,13 +197,13 @@ def _fetch_group(broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted) -
         return out
 
     broker.groups.actor(group_id).tell(op)
-    return fut
 
 
-def _partition_values(value: Any) -> tuple[int, int, str]:
-    if value is None:
-        return -1, -1, ""
-    return value.offset, value.leader_epoch, value.metadata
+def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
+    return [
+        (p, -1, -1, "", 0) if value is None else (p, value.offset, value.leader_epoch, value.metadata, 0)
+        for p, value in parts
+    ]
 
 
 def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
@@ -223,82 +213,57 @@ def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
             # Topics became nullable in v2 (KIP-88); Kafka cannot parse a null before that.
             raise CloseConnection(f"OffsetFetch v{v}: topics is not nullable before v2")
         wanted = _Wanted(broker, req.topics, v)
-        fut = _fetch_group(broker, ctx, req.group_id, wanted)
 
         def build_old(result: Any) -> Any:
             error, data = result
-            return _FResp(
-                throttle_time_ms=0,
-                error_code=error,
-                topics=[
-                    _FTopicOld(
-                        name=t,
-                        partitions=[
-                            _FPartOld(
-                                partition_index=p,
-                                committed_offset=off,
-                                committed_leader_epoch=ep,
-                                metadata=md,
-                                error_code=0,
-                            )
-                            for p, value in parts
-                            for off, ep, md in [_partition_values(value)]
-                        ],
-                    )
-                    for t, parts in data
-                ],
-            )
+            return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
 
-        return _await(fut, build_old)
+        reply, respond = reply_with(build_old)
+        _fetch_group(broker, ctx, req.group_id, wanted, respond)
+        return reply
 
-    requests = []
-    for g in req.groups:
-        wanted = _Wanted(broker, g.topics, v)
-        requests.append((g.group_id, wanted, _fetch_group(broker, ctx, g.group_id, wanted)))
+    requests = [(g.group_id, _Wanted(broker, g.topics, v)) for g in req.groups]
+    results: list[Any] = [None] * len(requests)
+    remaining = len(requests)
 
-    async def build() -> Any:
+    def build(_: Any) -> Any:
         groups = []
-        for gid, wanted, fut in requests:
-            error, data = await fut
-            topics = [
-                _FTopic(
-                    name=t if v < 10 else None,
-                    topic_id=(wanted.ids.get(t) or _topic_id(broker, t)) if v >= 10 else None,
-                    partitions=[
-                        _FPart(
-                            partition_index=p,
-                            committed_offset=off,
-                            committed_leader_epoch=ep,
-                            metadata=md,
-                            error_code=0,
-                        )
-                        for p, value in parts
-                        for off, ep, md in [_partition_values(value)]
-                    ],
+        for (gid, wanted), (error, data) in zip(requests, results, strict=True):
+            topics: list[FetchTopic] = [
+                (
+                    t if v < 10 else None,
+                    (wanted.ids.get(t) or _topic_id(broker, t)) if v >= 10 else None,
+                    _fetched_partitions(parts),
                 )
                 for t, parts in data
             ]
             topics += [
-                _FTopic(
-                    name=None,
-                    topic_id=tid,
-                    partitions=[
-                        _FPart(
-                            partition_index=p,
-                            committed_offset=-1,
-                            committed_leader_epoch=-1,
-                            metadata="",
-                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                        )
-                        for p in parts
-                    ],
-                )
+                (None, tid, [(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for p in parts])
                 for tid, parts in wanted.unknown_ids
             ]
-            groups.append(_FGroup(group_id=gid, error_code=error, topics=topics))
-        return _FResp(throttle_time_ms=0, groups=groups)
+            groups.append((gid, error, topics))
+        return OffsetFetchAnswer(groups=groups)
 
-    return build()
+    reply, respond_all = reply_with(build)
+
+    def collector(i: int) -> Callable[[Any], None]:
+        def respond(result: Any) -> None:
+            nonlocal remaining
+            if isinstance(result, BaseException):
+                respond_all(result)
+                return
+            results[i] = result
+            remaining -= 1
+            if remaining == 0:
+                respond_all(None)
+
+        return respond
+
+    if not requests:
+        respond_all(None)
+    for i, (gid, wanted) in enumerate(requests):
+        _fetch_group(broker, ctx, gid, wanted, collector(i))
+    return reply
 
 
 def _topic_id(broker: Any, name: str) -> Any:
