@@ -30,7 +30,6 @@ from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.frames import (
     MalformedRequest,
     parse_request_header,
-    response_header,
     skip_tagged_fields,
 )
 from kcoord.protocol.messages import ApiKey, null_violation
@@ -40,17 +39,40 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
 
 
 class CloseConnection(Exception):
     """The request cannot be answered; the connection must be closed."""
 
 
+class _Route:
+    """What dispatching one (api key, version) needs, worked out once."""
+
+    __slots__ = ("decode", "flexible", "spec")
+
+    def __init__(self, spec: ApiSpec, version: int) -> None:
+        self.spec = spec
+        cls = spec.request_cls
+        self.flexible = cls.flexible_version_q(version)
+        # kafka-python's compiled decoder, called with the header's end as start position: no
+        # per-request slicing, type checks or codegen-cache lookups (ApiMessage.decode's work).
+        compiled = getattr(cls._struct, "compiled_decode_from", None)
+        if compiled is not None:
+            self.decode = compiled(version, compact=self.flexible, tagged=self.flexible, data_class=cls[None])
+        else:
+
+            def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
+                return cls.decode(buf[pos:], version=version), len(buf)
+
+            self.decode = decode
+
+
 class Dispatcher:
     def __init__(self, broker: Any, table: ApiTable) -> None:
         self.broker = broker
         self.table = table
+        self._routes: dict[tuple[int, int], _Route] = {}
 
     def dispatch(self, frame: bytes, conn: Any) -> bytes | Reply | Awaitable[bytes | None] | None:
         """Answer one request frame (without its size prefix).
@@ -63,24 +85,29 @@ class Dispatcher:
             header = parse_request_header(buf)
         except MalformedRequest as e:
             raise CloseConnection(str(e)) from e
-        spec = self.table.get(header.api_key)
-        if spec is None:
-            raise CloseConnection(f"unknown api key {header.api_key}")
         version = header.api_version
+        route = self._routes.get((header.api_key, version))
+        if route is None:
+            spec = self.table.get(header.api_key)
+            if spec is None:
+                raise CloseConnection(f"unknown api key {header.api_key}")
+            ctx = RequestContext(header, version, conn)
+            if not spec.min_version <= version <= spec.max_version:
+                return self._unsupported_version(ctx, spec, buf)
+            route = self._routes[(header.api_key, version)] = _Route(spec, version)
+        spec = route.spec
         ctx = RequestContext(header, version, conn)
-        if not spec.min_version <= version <= spec.max_version:
-            return self._unsupported_version(ctx, spec, buf)
         try:
             body_at = header.body_offset
-            if spec.request_cls.flexible_version_q(version):
+            if route.flexible:
                 body_at = skip_tagged_fields(buf, body_at)
-            request = spec.request_cls.decode(buf[body_at:], version=version)
+            request, _ = route.decode(buf, body_at)
         except Exception as e:
             raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
         bad = null_violation(request, version)
         if bad is not None:
             raise CloseConnection(f"non-nullable field {bad} was serialized as null")
-        ctx.flexible = spec.request_cls.flexible_version_q(version)
+        ctx.flexible = route.flexible
         if logsetup.debug_enabled:
             log.debug(
                 "request",
@@ -152,10 +179,11 @@ class Dispatcher:
 
     def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> bytes:
         version = ctx.api_version
-        flexible = spec.response_cls.flexible_version_q(version)
         body = response.encode(version=version)
-        head = response_header(ctx.header.correlation_id, spec.key, flexible)
-        return _SIZE.pack(len(head) + len(body)) + head + body
+        # Response header v1 (flexible versions, except ApiVersions) adds empty tagged fields.
+        if spec.key != ApiKey.ApiVersions and spec.response_cls.flexible_version_q(version):
+            return _SIZE_CORR.pack(len(body) + 5, ctx.header.correlation_id) + b"\x00" + body
+        return _SIZE_CORR.pack(len(body) + 4, ctx.header.correlation_id) + body
 
     def _error(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, code: int, message: str | None

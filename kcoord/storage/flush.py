@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from kcoord.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
+
+DurableCallback = Callable[[BaseException | None], None]
 
 
 class Flusher:
@@ -43,6 +46,8 @@ class Flusher:
         self.interval_ms = interval_ms
         self._dirty: dict[Log, int] = {}  # log -> end offset to cover
         self._waiters: list[asyncio.Future[None]] = []
+        self._callbacks: list[DurableCallback] = []
+        self._appenders: list[Callable[[], None]] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         # One thread: fsyncs of one round run back to back, off the event loop.
@@ -84,6 +89,24 @@ class Flusher:
         self._waiters.append(fut)
         return fut
 
+    def when_durable(self, target: Log, callback: DurableCallback) -> None:
+        """Call ``callback(None)`` once ``target``'s current end is durable, or with the error that
+        failed the flush: :meth:`commit` without a future and the loop pass it costs to complete.
+        Only for the ``always`` policy."""
+        self.mark_dirty(target)
+        self._callbacks.append(callback)
+
+    def before_next_round(self, appender: Callable[[], None]) -> None:
+        """Run ``appender`` at the start of the next round, before it picks the logs to sync.
+
+        Writers whose records wait for an fsync anyway append them then: everything that came in
+        while the previous round was syncing goes to the log as one batch per log (fewer writes,
+        batches and index entries) instead of one batch per event-loop pass.
+        """
+        self._appenders.append(appender)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
     def sync_now(self) -> None:
         """Synchronous flush of everything dirty (shutdown paths without a loop)."""
         dirty, self._dirty = self._dirty, {}
@@ -104,8 +127,15 @@ class Flusher:
                 log.exception("flush round failed")
 
     async def _round(self) -> None:
+        appenders, self._appenders = self._appenders, []
+        for append in appenders:
+            try:
+                append()
+            except Exception:  # the appender reports its own failure to its writers
+                log.exception("append before flush failed")
         dirty, self._dirty = self._dirty, {}
         waiters, self._waiters = self._waiters, []
+        callbacks, self._callbacks = self._callbacks, []
         if dirty:
             segments = []
             for target in dirty:
@@ -115,9 +145,11 @@ class Flusher:
             try:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._sync, segments)
             except BaseException as e:
+                error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
                 for fut in waiters:
                     if not fut.done():
-                        fut.set_exception(e if isinstance(e, Exception) else RuntimeError("flush cancelled"))
+                        fut.set_exception(error)
+                _run_callbacks(callbacks, error)
                 raise
             finally:
                 for seg in segments:
@@ -128,6 +160,7 @@ class Flusher:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        _run_callbacks(callbacks, None)
 
     def _sync(self, segments: list[Segment]) -> None:
         """Make the segments' written bytes durable (runs on the flusher's thread)."""
@@ -143,6 +176,14 @@ class Flusher:
     def close(self) -> None:
         if self._fs is not None:
             self._fs.close()
+
+
+def _run_callbacks(callbacks: list[DurableCallback], error: BaseException | None) -> None:
+    for callback in callbacks:
+        try:
+            callback(error)
+        except Exception:  # one writer's bug must not keep the others' answers back
+            log.exception("flush callback failed")
 
 
 # One syncfs costs about as much as two or three fdatasyncs (measured on this machine kind).

@@ -67,6 +67,40 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions  # Kafka's Utils.abs
 
 
+class Durable:
+    """Records appended together; callbacks run once they are durable or their write failed.
+
+    One per coordinator-partition batch, shared by every actor that wrote into it: a plain
+    callback list instead of a future per write, so releasing the answers of a flush round
+    costs no event-loop passes.
+    """
+
+    __slots__ = ("callbacks", "done", "error")
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[BaseException | None], None]] = []
+        self.done = False
+        self.error: BaseException | None = None
+
+    def add(self, callback: Callable[[BaseException | None], None]) -> None:
+        if self.done:
+            callback(self.error)
+        else:
+            self.callbacks.append(callback)
+
+    def settle(self, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.error = error
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("releasing coordinator answers failed")
+
+
 class CoordinatorShard:
     """One coordinator partition: its log and the groups stored in it."""
 
@@ -77,56 +111,47 @@ class CoordinatorShard:
         self.flusher = flusher
         self.clock = clock
         self._pending: list[Record] = []
-        self._waiters: list[asyncio.Future[None]] = []
-        self._scheduled = False
+        self._batch: Durable | None = None
         # Log offset of the last state record of each share-partition: a SHARE_DELTA points
         # back to it (BackOffset), as the KIP-932 seed lays out the chain.
         self.share_last_offset: dict[tuple[str, Any, int], int] = {}
 
-    def write(self, records: list[Record]) -> asyncio.Future[None]:
-        """Queue records for this turn's batch; the future completes when they are durable."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+    def write(self, records: list[Record]) -> Durable:
+        """Queue records for the partition's next batch; the Durable settles once they are durable.
+
+        With log.flush.policy=always the batch is appended when the next flush round starts, so it
+        holds everything written while the previous round synced; otherwise at the end of this
+        event-loop pass.
+        """
         self._pending.extend(records)
-        self._waiters.append(fut)
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._write_pending)
-        return fut
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = Durable()
+            if self.flusher.waits_for_disk:
+                self.flusher.before_next_round(self._write_pending)
+            else:
+                asyncio.get_running_loop().call_soon(self._write_pending)
+        return batch
 
     def _write_pending(self) -> None:
-        self._scheduled = False
         recs, self._pending = self._pending, []
-        waiters, self._waiters = self._waiters, []
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
         try:
             now = self.clock.now_ms()
             recs = self._link_share_records(recs, self.log.log_end_offset)
             data = batches.build_batch([(encode_key(k), encode_value(v)) for k, v in recs], now)
             headers = [batches.read_header(data)]
             self.log.append(data, headers, now)
-            durable = self.flusher.commit(self.log)
+            if self.flusher.waits_for_disk:
+                self.flusher.when_durable(self.log, batch.settle)
+                return
+            self.flusher.mark_dirty(self.log)
         except Exception as e:
-            for w in waiters:
-                if not w.done():
-                    w.set_exception(e)
+            batch.settle(e)
             return
-        if durable is None:
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
-            return
-
-        def release(f: asyncio.Future[None]) -> None:
-            exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
-            for w in waiters:
-                if w.done():
-                    continue
-                if exc is not None:
-                    w.set_exception(exc)
-                else:
-                    w.set_result(None)
-
-        durable.add_done_callback(release)
+        batch.settle(None)
 
     def _link_share_records(self, recs: list[Record], base_offset: int) -> list[Record]:
         """Fill in BackOffset of SHARE_DELTA records: their offsets are known only now."""
@@ -156,7 +181,7 @@ class GroupActor:
         self.shard = shard
         self.mailbox: deque[tuple[Any, bool, bool]] = deque()
         self._scheduled = False
-        self._last_write: asyncio.Future[None] | None = None
+        self._last_write: Durable | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
 
@@ -172,7 +197,7 @@ class GroupActor:
         self.mailbox.append((op, create, share))
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
+            self.coordinator.schedule(self)
 
     def _drain(self) -> None:
         self._scheduled = False
@@ -200,7 +225,7 @@ class GroupActor:
         if (
             self.shard.store.group_type(self.group_id) is None
             and self._timer is None
-            and (self._last_write is None or self._last_write.done())
+            and (self._last_write is None or self._last_write.done)
         ):
             self.coordinator.actors.pop(self.group_id, None)
 
@@ -212,20 +237,19 @@ class GroupActor:
         if not outcome.responses:
             return
         pending = self._last_write
-        if pending is None or (pending.done() and pending.exception() is None):
+        if pending is None or (pending.done and pending.error is None):
             for responder, value in outcome.responses:
                 responder(value)
             return
         responses = outcome.responses
 
-        def release(f: asyncio.Future[None]) -> None:
-            exc = f.exception() if not f.cancelled() else None
+        def release(exc: BaseException | None) -> None:
             for responder, value in responses:
                 responder(KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) if exc else value)
             if exc is not None:
                 self.coordinator.fail(exc)
 
-        pending.add_done_callback(release)
+        pending.add(release)
 
     def _arm_timer(self) -> None:
         store = self.shard.store
@@ -271,6 +295,8 @@ class GroupCoordinator:
         self.retention_ms = config.offsets_retention_minutes * 60_000
         self.shards: list[CoordinatorShard] = []
         self.actors: dict[str, GroupActor] = {}
+        self._ready: deque[GroupActor] = deque()  # actors with messages, in the order they got them
+        self._run_scheduled = False
         self._tasks: list[asyncio.Task[Any]] = []
         self.cleaner = LogCleaner(
             clock,
@@ -286,6 +312,23 @@ class GroupCoordinator:
     # --- lookup ------------------------------------------------------------------------------
     def shard_for(self, group_id: str) -> CoordinatorShard:
         return self.shards[partition_for(group_id, self.num_partitions)]
+
+    def schedule(self, actor: GroupActor) -> None:
+        """Drain ``actor`` in the next pass of the event loop (one callback for all actors)."""
+        self._ready.append(actor)
+        if not self._run_scheduled:
+            self._run_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_ready)
+
+    def _run_ready(self) -> None:
+        self._run_scheduled = False
+        ready = self._ready
+        # Actors scheduled while these run wait for the next pass, as with a call_soon each.
+        for _ in range(len(ready)):
+            try:
+                ready.popleft()._drain()
+            except Exception:  # one actor's bug must not stall the actors queued behind it
+                log.exception("group actor failed")
 
     def actor(self, group_id: str) -> GroupActor:
         actor = self.actors.get(group_id)
