@@ -45,6 +45,9 @@ from kcoord.storage.log import Log, LogConfig
 log = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_OFFSET_KEY_KINDS = (b"\x00\x00", b"\x00\x01")  # record type prefixes of offset commit keys
+_GROUP_KEY_KIND = b"\x00\x02"
+_SHARE_KEY_KINDS = (b"\x00\x64", b"\x00\x65")
 _LOAD_PROGRESS_EVERY = 200_000
 
 
@@ -426,27 +429,62 @@ class GroupCoordinator:
         loaded_before: int,
         share_last_offset: dict[Any, int] | None = None,
     ) -> int:
+        """Apply a coordinator log to ``store`` through GroupStore.replay; returns its record count.
+
+        Offset commits dominate these logs and most are overwritten by a later commit of the same
+        partition, so only the last record of each offset key is decoded and applied, with the
+        same end state as applying them all: a group's offset records are held back as bytes
+        (later ones replacing earlier ones) and applied at the end of the log; the value that
+        brings a group (back) into existence is applied where it is, so groups are created where
+        the log creates them; a group tombstone drops what is held for the group, since it removes
+        the group with all its offsets anyway; an offset tombstone for a group that has had no
+        offset value since it (last) came into existence removes nothing and is skipped.
+        """
         count = 0
+        held: dict[bytes, dict[bytes, bytes | None]] = {}  # group key bytes -> key rest -> value
+        live: set[bytes] = set()  # groups with offset values since their last tombstone
 
         def records() -> Any:
             nonlocal count
+            offset_kinds = _OFFSET_KEY_KINDS
             for h, data in lg.batches():
                 if h.is_control:
                     continue
-                for off, _ts, key, value in batches.iter_records(data, h):
+                if (loaded_before + count) // _LOAD_PROGRESS_EVERY != (
+                    loaded_before + count + h.records_count
+                ) // _LOAD_PROGRESS_EVERY:
+                    log.info(
+                        "replaying coordinator log",
+                        partition=str(lg.directory.name),
+                        records=loaded_before + count + h.records_count,
+                    )
+                for off, key, value in batches.iter_key_values(data, h):
                     if key is None:
                         continue
                     count += 1
-                    if share_last_offset is not None and key[:2] in (b"\x00\x64", b"\x00\x65"):
+                    kind = key[:2]
+                    if kind in offset_kinds and len(key) >= 4 and key[2] < 0x80:
+                        g = key[2 : 4 + ((key[2] << 8) | key[3])]  # the group id with its length
+                        if g in live:
+                            group_held = held.get(g)
+                            if group_held is None:
+                                group_held = held[g] = {}
+                            group_held[key[2:]] = value
+                        elif value is not None:
+                            live.add(g)
+                            yield decode_record(key, value)
+                        continue
+                    if kind == _GROUP_KEY_KIND and value is None:
+                        g = key[2:]
+                        held.pop(g, None)
+                        live.discard(g)
+                    elif share_last_offset is not None and kind in _SHARE_KEY_KINDS:
                         k = decode_key(key)
                         share_last_offset[(k.group_id, k.topic_id, k.partition)] = off
-                    if (loaded_before + count) % _LOAD_PROGRESS_EVERY == 0:
-                        log.info(
-                            "replaying coordinator log",
-                            partition=str(lg.directory.name),
-                            records=loaded_before + count,
-                        )
                     yield decode_record(key, value)
+            for group_held in held.values():
+                for rest, value in group_held.items():
+                    yield decode_record(b"\x00\x01" + rest, value)
 
         store.replay(records(), now)
         return count
