@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
+Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
 
 
 class CloseConnection(Exception):
@@ -74,11 +75,12 @@ class Dispatcher:
         self.table = table
         self._routes: dict[tuple[int, int], _Route] = {}
 
-    def dispatch(self, frame: bytes, conn: Any) -> bytes | Reply | Awaitable[bytes | None] | None:
+    def dispatch(self, frame: bytes, conn: Any) -> Frame | Reply | Awaitable[Frame | None] | None:
         """Answer one request frame (without its size prefix).
 
-        Returns the framed response, a :class:`Reply` or an awaitable of it, or None when the
-        request expects no response (Produce with acks=0). Raises :class:`CloseConnection`.
+        Returns the framed response (bytes, or a list of buffers), a :class:`Reply` or an
+        awaitable of it, or None when the request expects no response (Produce with acks=0).
+        Raises :class:`CloseConnection`.
         """
         buf = memoryview(frame)
         try:
@@ -147,7 +149,7 @@ class Dispatcher:
 
     def _settle(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
-    ) -> bytes | None:
+    ) -> Frame | None:
         """The framed answer of a handler that returned a Reply, as _finish_async gives it."""
         if error is None:
             return None if value is None else self.encode(ctx, spec, value)
@@ -163,7 +165,7 @@ class Dispatcher:
 
     async def _finish_async(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, pending: Awaitable[Any]
-    ) -> bytes | None:
+    ) -> Frame | None:
         try:
             result = await pending
         except CloseConnection:
@@ -177,17 +179,26 @@ class Dispatcher:
             return None
         return self.encode(ctx, spec, result)
 
-    def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> bytes:
+    def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> Frame:
+        """The framed response: bytes, or a list of buffers for answers that hand over their
+        large parts uncopied (``encode_chunks``, Fetch), for the connection's writelines."""
         version = ctx.api_version
-        body = response.encode(version=version)
         # Response header v1 (flexible versions, except ApiVersions) adds empty tagged fields.
-        if spec.key != ApiKey.ApiVersions and spec.response_cls.flexible_version_q(version):
+        tagged = spec.key != ApiKey.ApiVersions and spec.response_cls.flexible_version_q(version)
+        chunked = getattr(response, "encode_chunks", None)
+        if chunked is not None:
+            chunks = chunked(version)
+            size = sum(len(c) for c in chunks)
+            head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, ctx.header.correlation_id)
+            return [head + b"\x00" if tagged else head, *chunks]
+        body = response.encode(version=version)
+        if tagged:
             return _SIZE_CORR.pack(len(body) + 5, ctx.header.correlation_id) + b"\x00" + body
         return _SIZE_CORR.pack(len(body) + 4, ctx.header.correlation_id) + body
 
     def _error(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, code: int, message: str | None
-    ) -> bytes:
+    ) -> Frame:
         if spec.error_response is None:
             raise CloseConnection(f"{spec.name} failed with {ErrorCode(code).name}: {message}")
         return self.encode(ctx, spec, spec.error_response(request, ctx.api_version, code, message))

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from kcoord.broker.dispatcher import CloseConnection, Dispatcher
+from kcoord.broker.dispatcher import CloseConnection, Dispatcher, Frame
 from kcoord.broker.reply import Reply
 from kcoord.config import Endpoint
 
@@ -39,10 +39,10 @@ class _Pending:
 
     def __init__(self, conn: KafkaConnection) -> None:
         self.conn = conn
-        self.data: bytes | None = None
+        self.data: Frame | None = None
         self.done = False
 
-    def deliver(self, data: bytes | None, error: BaseException | None) -> None:
+    def deliver(self, data: Frame | None, error: BaseException | None) -> None:
         self.conn._deliver(self, data, error)
 
 
@@ -95,7 +95,7 @@ class KafkaConnection(asyncio.Protocol):
         buf = self._buf
         buf += data
         pos, end = 0, len(buf)
-        out: list[bytes] = []
+        out: list[Any] = []
         queue = self._queue
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
@@ -119,11 +119,13 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if result is None:
                 continue
-            if isinstance(result, bytes):
+            if isinstance(result, bytes | list):
                 if queue:
                     slot = _Pending(self)
                     slot.data, slot.done = result, True
                     queue.append(slot)
+                elif type(result) is list:
+                    out.extend(result)
                 else:
                     out.append(result)
                 continue
@@ -151,7 +153,7 @@ class KafkaConnection(asyncio.Protocol):
         exc = task.exception()
         self._deliver(slot, None if exc is not None else task.result(), exc)
 
-    def _deliver(self, slot: _Pending, data: bytes | None, exc: BaseException | None) -> None:
+    def _deliver(self, slot: _Pending, data: Frame | None, exc: BaseException | None) -> None:
         if exc is not None:
             if isinstance(exc, CloseConnection):
                 self._abort(str(exc))
@@ -173,7 +175,9 @@ class KafkaConnection(asyncio.Protocol):
         out = []
         while queue and queue[0].done:
             data = queue.popleft().data
-            if data is not None:
+            if type(data) is list:
+                out.extend(data)
+            elif data is not None:
                 out.append(data)
         self._write(out)
         if not queue:
@@ -183,7 +187,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
         self._update_reading()
 
-    def _write(self, out: list[bytes]) -> None:
+    def _write(self, out: list[Any]) -> None:
         if out and self.transport is not None and not self._closing:
             if len(out) == 1:
                 self.transport.write(out[0])
@@ -205,7 +209,7 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.resume_reading()
             self._paused_reading = False
 
-    def _close_after_pending(self, out: list[bytes], reason: str) -> None:
+    def _close_after_pending(self, out: list[Any], reason: str) -> None:
         """A frame that cannot be served: close the connection, but first answer the requests
         that came before it, as Kafka does (it reads a connection's next request only after
         answering the previous one)."""

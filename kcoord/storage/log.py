@@ -243,11 +243,19 @@ class Log:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> bytes:
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one: bool = True,
+        copy: bool = True,
+    ) -> bytes | memoryview:
         """Whole batches starting with the one that holds ``offset``, below ``max_offset``.
 
         At most ``max_bytes``, except that the first batch is returned whole even if it is
-        larger (KIP-74) when ``min_one``. Reads stay within one segment, as in Kafka.
+        larger (KIP-74) when ``min_one``. Reads stay within one segment, as in Kafka. Without
+        ``copy`` the answer may be a memoryview of the bytes read (no copy to cut the tail).
         """
         if max_offset is None:
             max_offset = self.high_watermark
@@ -262,12 +270,15 @@ class Log:
             seg = self.segments[i]
             pos = seg.position_of(offset)
             if pos is not None:
-                return self._read_batches(seg, pos, max_bytes, max_offset, min_one)
+                data = self._read_batches(seg, pos, max_bytes, max_offset, min_one)
+                return bytes(data) if copy and type(data) is memoryview else data
             i += 1  # offset fell in a gap left by compaction: continue with the next segment
         return b""
 
     @staticmethod
-    def _read_batches(seg: Segment, pos: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes:
+    def _read_batches(
+        seg: Segment, pos: int, max_bytes: int, max_offset: int, min_one: bool
+    ) -> bytes | memoryview:
         data = seg.read(pos, max(max_bytes, records.HEADER_SIZE))
         end = 0
         for h in records.iter_headers(data, partial_ok=True):
@@ -279,7 +290,7 @@ class Log:
             if h.base_offset < max_offset:
                 return data if len(data) == h.size else seg.read(pos, h.size)
             return b""
-        return data[:end] if end < len(data) else data
+        return memoryview(data)[:end] if end < len(data) else data
 
     def batches(
         self, start_offset: int = 0, max_offset: int | None = None

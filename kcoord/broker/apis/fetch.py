@@ -24,6 +24,7 @@ from typing import Any
 
 from kcoord.broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.storage.log import OffsetOutOfRange
 
@@ -39,7 +40,7 @@ class _Read:
     __slots__ = ("error", "hw", "log_start", "lso", "records")
 
     def __init__(
-        self, error: int, hw: int = -1, lso: int = -1, log_start: int = -1, records: bytes = b""
+        self, error: int, hw: int = -1, lso: int = -1, log_start: int = -1, records: Any = b""
     ) -> None:
         self.error = error
         self.hw = hw
@@ -173,7 +174,7 @@ def _read_all(
         lso = part.last_stable_offset
         limit = lso if isolation == READ_COMMITTED else hw
         try:
-            data = part.log.read(offset, max(0, min(part_max, remaining)), limit, min_one)
+            data = part.log.read(offset, max(0, min(part_max, remaining)), limit, min_one, copy=False)
         except OffsetOutOfRange:
             reads.append(_Read(ErrorCode.OFFSET_OUT_OF_RANGE))
             any_error = True
@@ -215,31 +216,19 @@ def _respond(
                 new.must_respond(new.partitions[key], r.error, r.hw, r.log_start, bool(r.records))
 
     aborted = [] if isolation == READ_COMMITTED else None
-    topics: list[Any] = []
+    topics: list[FetchTopic] = []
     last_topic = object()
     for i, ((topic_key, index), *_rest) in enumerate(plan):
         if not keep[i]:
             continue
         r = reads[i]
         if topic_key != last_topic:
-            if uses_ids:
-                topics.append(_TopicResp(topic=None, topic_id=topic_key, partitions=[]))
-            else:
-                topics.append(_TopicResp(topic=topic_key, partitions=[]))
+            topics.append((None, topic_key, []) if uses_ids else (topic_key, None, []))
             last_topic = topic_key
-        topics[-1].partitions.append(
-            _PartData(
-                partition_index=index,
-                error_code=r.error,
-                high_watermark=r.hw,
-                last_stable_offset=r.lso,
-                log_start_offset=r.log_start,
-                aborted_transactions=aborted if not r.error else None,
-                preferred_read_replica=-1,
-                records=r.records,
-            )
+        topics[-1][2].append(
+            (index, r.error, r.hw, r.lso, r.log_start, aborted if not r.error else None, -1, r.records)
         )
-    return _Resp(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
+    return FetchAnswer(topics, 0, session_id)
 
 
 def _session_error(code: int) -> Any:
