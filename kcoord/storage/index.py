@@ -4,8 +4,12 @@
 ``.timeindex``: 12-byte entries (int64 timestamp, int32 relative offset), timestamps strictly
 increasing: an entry is added when a batch raises the segment's largest timestamp.
 
-Both are derived data: entries are appended to the file as they are made, never fsynced, and
-rebuilt from the log whenever they fail a sanity check.
+Both are derived data, never fsynced, and rebuilt from the log whenever they fail a sanity
+check. The active segment's entries live in memory until the segment stops being active or is
+closed: its indexes are rebuilt from the log on every start anyway (its batches are always
+CRC-checked), so writing them as they are made only added a dirty file per log to every fsync
+round of ``log.flush.policy=always`` (a new time-index entry comes with nearly every batch a
+coordinator appends).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 
 class _IndexFile:
-    """The file side of an index: fixed-size entries, appended as they are made."""
+    """The file side of an index: fixed-size entries, written out when the file is closed."""
 
     ENTRY: struct.Struct
 
@@ -25,6 +29,7 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self._fd: int | None = None
+        self._on_disk = 0  # entries already in the open file
 
     def _read_entries(self) -> list[tuple[int, ...]] | None:
         """The entries on disk, or None if the file is missing or not whole entries."""
@@ -39,23 +44,29 @@ class _IndexFile:
     def _entries(self) -> list[tuple[int, ...]]:
         raise NotImplementedError
 
-    def open_for_append(self, truncate: bool) -> None:
-        """Open for appends; ``truncate`` rewrites the file from the entries in memory."""
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
-        self._fd = os.open(self.path, flags, 0o644)
-        if truncate:
-            data = b"".join(self.ENTRY.pack(*e) for e in self._entries())
-            if data:
-                os.write(self._fd, data)
+    def open_for_append(self) -> None:
+        """Rewrite the file from the entries in memory and keep it open for later ones."""
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._on_disk = 0
+        self._write_out()
 
-    def _write(self, *entry: int) -> None:
-        if self._fd is not None:
-            os.write(self._fd, self.ENTRY.pack(*entry))
+    def _write_out(self) -> None:
+        entries = self._entries()[self._on_disk :]
+        if entries and self._fd is not None:
+            data = b"".join(self.ENTRY.pack(*e) for e in entries)
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            self._on_disk += len(entries)
 
     def close(self) -> None:
+        """Write out the entries made since the file was opened, and close it."""
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            try:
+                self._write_out()
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
 
 class OffsetIndex(_IndexFile):
@@ -89,7 +100,6 @@ class OffsetIndex(_IndexFile):
     def append(self, offset: int, position: int) -> None:
         self.offsets.append(offset)
         self.positions.append(position)
-        self._write(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch starting at or before ``offset`` (else 0)."""
@@ -138,7 +148,6 @@ class TimeIndex(_IndexFile):
             return
         self.timestamps.append(max_timestamp)
         self.offsets.append(offset)
-        self._write(max_timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
         """An offset at or before the first record with timestamp >= ``timestamp``."""

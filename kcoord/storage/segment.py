@@ -145,8 +145,8 @@ class Segment:
     def persist_indexes(self, keep_open: bool) -> None:
         """Write rebuilt indexes out; the active segment keeps them open for appends."""
         if self._indexes_dirty or keep_open:
-            self.index.open_for_append(truncate=True)
-            self.time_index.open_for_append(truncate=True)
+            self.index.open_for_append()
+            self.time_index.open_for_append()
             self._indexes_dirty = False
             if not keep_open:
                 self.index.close()

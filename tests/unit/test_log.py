@@ -346,6 +346,32 @@ def test_time_index_is_rebuilt_when_missing_or_corrupt(tmp_path: Path, damage: s
     assert tindex.read_bytes() == good
 
 
+def test_index_files_are_written_when_a_segment_stops_being_active(tmp_path: Path) -> None:
+    # The active segment's entries stay in memory (its indexes are rebuilt on every start), so
+    # appends do not dirty index files; a roll or a clean close writes them out whole.
+    log = open_log(tmp_path, segment_bytes=2000, index_interval_bytes=300)
+    for i in range(20):
+        append(log, [T0 + i * 10, T0 + i * 10 + 5], value_size=100)
+    active = log.segments[-1]
+    assert active.index.offsets and active.time_index.timestamps
+    assert active.index.path.read_bytes() == b""
+    assert active.time_index.path.read_bytes() == b""
+    rolled = log.segments[:-1]
+    for seg in rolled:
+        assert len(seg.index.path.read_bytes()) == 8 * len(seg.index.offsets)
+        assert len(seg.time_index.path.read_bytes()) == 12 * len(seg.time_index.timestamps)
+    expected = {
+        seg.base_offset: (list(seg.index.offsets), list(seg.time_index.timestamps)) for seg in log.segments
+    }
+    log.close()
+    log = open_log(tmp_path, segment_bytes=2000, index_interval_bytes=300)
+    for seg in log.segments:
+        # What a clean close left on disk is what the segments load (and would rebuild).
+        assert seg.index.load(seg.size) and seg.time_index.load(seg.next_offset)
+        assert (seg.index.offsets, seg.time_index.timestamps) == expected[seg.base_offset]
+    log.close()
+
+
 # --- timestamp lookups ------------------------------------------------------------------------
 def test_offset_for_timestamp_finds_the_first_record_not_the_batch(tmp_path: Path) -> None:
     log = open_log(tmp_path)
