@@ -12,6 +12,13 @@ makes one ``syncfs(2)`` on the log directory's filesystem instead of one fdatasy
 kernel writes back and waits for every dirty file of that filesystem and commits its journal
 once, and since Linux 5.8 reports writeback errors as fsync does. Files on other filesystems,
 and rounds with few files, are fdatasynced one by one.
+
+Two rounds may be syncing at once: writes that arrive while a round syncs start the next one
+at once instead of waiting a whole sync for it to end, and the filesystem's journal commits
+concurrent syncs together (two threads each syncing take about half the time per sync that one
+does, measured on ext4 here). Rounds are settled in order: a round's writers hear of success only
+once the round before it has settled too, and a round that overlapped a failed one fails with it,
+since its sync may have returned after the other's error had already been reported.
 """
 
 from __future__ import annotations
@@ -50,8 +57,13 @@ class Flusher:
         self._appenders: list[Callable[[], None]] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        # One thread: fsyncs of one round run back to back, off the event loop.
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kcoord-fsync")
+        self._rounds_in_flight: set[asyncio.Task[None]] = set()
+        # The previous round's outcome: its own sync error or None, once it has settled.
+        self._previous: asyncio.Future[BaseException | None] | None = None
+        # A thread per round in flight: a round's fsyncs run back to back, off the event loop.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            ROUNDS_IN_FLIGHT, thread_name_prefix="kcoord-fsync"
+        )
         self.rounds = 0  # flush rounds completed (tests and metrics)
         self._fs = _FilesystemSync.open(directory) if directory is not None else None
 
@@ -70,6 +82,8 @@ class Flusher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._rounds_in_flight:
+            await asyncio.wait(self._rounds_in_flight)
         await self._round()
         self._executor.shutdown(wait=True)
         self.close()
@@ -117,16 +131,43 @@ class Flusher:
     async def _run(self) -> None:
         assert self._wakeup is not None
         timeout = self.interval_ms / 1000 if self.policy == "interval" else None
+        loop = asyncio.get_running_loop()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
+            while len(self._rounds_in_flight) >= ROUNDS_IN_FLIGHT:
+                await asyncio.wait(self._rounds_in_flight, return_when=asyncio.FIRST_COMPLETED)
             self._wakeup.clear()
-            try:
-                await self._round()
-            except Exception:  # a failing disk must not stop the loop silently
-                log.exception("flush round failed")
+            task = loop.create_task(self._round())
+            self._rounds_in_flight.add(task)
+            task.add_done_callback(self._round_done)
+
+    def _round_done(self, task: asyncio.Task[None]) -> None:
+        self._rounds_in_flight.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # A failing disk must not stop the flusher silently; the writers already have the error.
+            log.error("flush round failed", exc_info=task.exception())
 
     async def _round(self) -> None:
+        loop = asyncio.get_running_loop()
+        previous = self._previous
+        settled: asyncio.Future[BaseException | None] = loop.create_future()
+        self._previous = settled
+        own_error: BaseException | None = None
+        before: BaseException | None = None
+        try:
+            own_error, before = await self._sync_round(previous)
+        finally:
+            settled.set_result(own_error)
+        if own_error is not None:
+            raise own_error
+        if before is not None:
+            raise RuntimeError("an overlapping flush round failed") from before
+
+    async def _sync_round(
+        self, previous: asyncio.Future[BaseException | None] | None
+    ) -> tuple[BaseException | None, BaseException | None]:
+        """Append, sync and settle one round: (its own sync error, the previous round's)."""
         appenders, self._appenders = self._appenders, []
         for append in appenders:
             try:
@@ -136,6 +177,7 @@ class Flusher:
         dirty, self._dirty = self._dirty, {}
         waiters, self._waiters = self._waiters, []
         callbacks, self._callbacks = self._callbacks, []
+        own_error: BaseException | None = None
         if dirty:
             segments = []
             for target in dirty:
@@ -145,22 +187,31 @@ class Flusher:
             try:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._sync, segments)
             except BaseException as e:
-                error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
-                for fut in waiters:
-                    if not fut.done():
-                        fut.set_exception(error)
-                _run_callbacks(callbacks, error)
-                raise
+                own_error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
             finally:
                 for seg in segments:
                     seg.unpin()
+        # Settled in order; a cancelled wait here must still settle this round's writers.
+        before = None
+        if previous is not None:
+            try:
+                before = await asyncio.shield(previous)
+            except asyncio.CancelledError:
+                before = RuntimeError("flush cancelled")
+        error = own_error or before
+        if error is None:
             for target, end in dirty.items():
                 target.mark_flushed(end)
-            self.rounds += 1
+            if dirty:
+                self.rounds += 1
         for fut in waiters:
             if not fut.done():
-                fut.set_result(None)
-        _run_callbacks(callbacks, None)
+                if error is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(error)
+        _run_callbacks(callbacks, error)
+        return own_error, before
 
     def _sync(self, segments: list[Segment]) -> None:
         """Make the segments' written bytes durable (runs on the flusher's thread)."""
@@ -185,6 +236,10 @@ def _run_callbacks(callbacks: list[DurableCallback], error: BaseException | None
         except Exception:  # one writer's bug must not keep the others' answers back
             log.exception("flush callback failed")
 
+
+# Two, not more: a round that overlapped a failed one fails with it, which takes knowing every
+# round it overlapped; with two in flight that is exactly the previous one.
+ROUNDS_IN_FLIGHT = 2
 
 # One syncfs costs about as much as two or three fdatasyncs (measured on this machine kind).
 SYNCFS_MIN_FILES = 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from pathlib import Path
 
 from kcoord.protocol.records import build_batch, read_header
@@ -70,3 +71,75 @@ def test_a_failed_sync_reaches_the_callbacks(tmp_path: Path) -> None:
 
     got = asyncio.run(main())
     assert len(got) == 1 and got[0] is boom
+
+
+def _append_one(log_: Log, flusher: Flusher, events: list[str], name: str) -> None:
+    data = build_batch([(name.encode(), b"v")], 1)
+    log_.append(data, [read_header(data)], 1)
+    flusher.when_durable(log_, lambda error: events.append(f"{name} {type(error).__name__}"))
+
+
+async def _two_overlapping_rounds(
+    tmp_path: Path, first_fails: bool, release_second_first: bool
+) -> tuple[list[str], int, int]:
+    """Round 1 syncs while a write arrives: round 2 starts without waiting for round 1's sync."""
+    flusher = Flusher("always", directory=tmp_path)
+    log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+    gates = [threading.Event(), threading.Event()]
+    started: list[int] = []
+
+    def gated_sync(segments: list) -> None:
+        n = len(started)
+        started.append(n)
+        assert gates[n].wait(10)
+        if n == 0 and first_fails:
+            raise OSError(5, "EIO")
+
+    flusher._sync = gated_sync  # type: ignore[method-assign]
+    flusher.start()
+    events: list[str] = []
+    _append_one(log_, flusher, events, "a")
+    while len(started) < 1:
+        await asyncio.sleep(0.001)
+    _append_one(log_, flusher, events, "b")
+    for _ in range(2000):
+        if len(started) == 2:
+            break
+        await asyncio.sleep(0.001)
+    overlapped = len(started)
+    order = [1, 0] if release_second_first else [0, 1]
+    gates[order[0]].set()
+    await asyncio.sleep(0.05)
+    gates[order[1]].set()
+    for _ in range(2000):
+        if len(events) == 2:
+            break
+        await asyncio.sleep(0.001)
+    hw = log_.high_watermark
+    flusher._sync = lambda segments: None  # type: ignore[method-assign]
+    with contextlib.suppress(Exception):
+        await flusher.stop()
+    log_.close()
+    return events, overlapped, hw
+
+
+def test_a_second_round_syncs_while_the_first_is_still_syncing(tmp_path: Path) -> None:
+    events, overlapped, hw = asyncio.run(_two_overlapping_rounds(tmp_path, False, False))
+    assert overlapped == 2
+    assert events == ["a NoneType", "b NoneType"]
+    assert hw == 2
+
+
+def test_rounds_settle_in_order_even_when_the_later_sync_ends_first(tmp_path: Path) -> None:
+    events, overlapped, hw = asyncio.run(_two_overlapping_rounds(tmp_path, False, True))
+    assert overlapped == 2
+    assert events == ["a NoneType", "b NoneType"]
+    assert hw == 2
+
+
+def test_a_round_that_overlapped_a_failed_one_fails_too(tmp_path: Path) -> None:
+    # Its sync may have returned success after the other's writeback error was reported.
+    events, overlapped, hw = asyncio.run(_two_overlapping_rounds(tmp_path, True, True))
+    assert overlapped == 2
+    assert events == ["a OSError", "b OSError"]
+    assert hw == 0
