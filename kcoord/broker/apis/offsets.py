@@ -55,6 +55,8 @@ def _warn_empty_group(ctx: Any, api: str) -> None:
 def _java_length(s: str) -> int:
     """String.length() in Java (UTF-16 code units): what Kafka compares with
     offset.metadata.max.bytes, despite the name."""
+    if s.isascii():
+        return len(s)
     return len(s.encode("utf-16-le")) // 2
 
 

@@ -160,7 +160,7 @@ class CoordinatorShard:
         """Fill in BackOffset of SHARE_DELTA records: their offsets are known only now."""
         out = recs
         for i, (key, value) in enumerate(recs):
-            if not isinstance(key, ShareCheckpointKey | ShareDeltaKey) or value is None:
+            if type(key) not in _SHARE_STATE_KEYS or value is None:
                 continue
             pkey = (key.group_id, key.topic_id, key.partition)
             if isinstance(value, ShareDeltaValue):
@@ -170,6 +170,8 @@ class CoordinatorShard:
             self.share_last_offset[pkey] = base_offset + i
         return out
 
+
+_SHARE_STATE_KEYS = frozenset((ShareCheckpointKey, ShareDeltaKey))
 
 Op = Callable[[ClassicGroup | None, int], Outcome]
 ShareOp = Callable[[ShareGroup | None, int], Outcome]

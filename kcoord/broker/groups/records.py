@@ -45,6 +45,7 @@ GROUP_VALUE_VERSION = 3
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
+_VALUE_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 
 
 class RecordFormatError(ValueError):
@@ -52,14 +53,18 @@ class RecordFormatError(ValueError):
 
 
 # --- the records ------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+# The two records of every offset commit are not frozen: a frozen dataclass's __init__ goes
+# through object.__setattr__ per field (480 ns against 115 ns for these two), and an OffsetCommit
+# of ten partitions makes twenty of them. Nothing mutates them; unsafe_hash keeps them usable as
+# the dict keys that replay and the cleaner need.
+@dataclass(slots=True, unsafe_hash=True)
 class OffsetCommitKey:
     group: str
     topic: str
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OffsetCommitValue:
     offset: int
     leader_epoch: int
@@ -134,8 +139,10 @@ def _bytes(b: bytes) -> bytes:
 
 
 def encode_key(key: Key) -> bytes:
-    if isinstance(key, OffsetCommitKey):
-        return _H.pack(OFFSET_COMMIT_KEY_TYPE) + _str(key.group) + _str(key.topic) + _I.pack(key.partition)
+    if type(key) is OffsetCommitKey:
+        return b"".join(
+            (_H.pack(OFFSET_COMMIT_KEY_TYPE), _str(key.group), _str(key.topic), _I.pack(key.partition))
+        )
     if isinstance(key, GroupMetadataKey):
         return _H.pack(GROUP_METADATA_KEY_TYPE) + _str(key.group)
     if isinstance(key, ShareGroupKey):
@@ -150,6 +157,15 @@ def encode_key(key: Key) -> bytes:
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
+    if type(value) is OffsetCommitValue and value.expire_timestamp is None:
+        metadata = value.metadata.encode()
+        return b"".join(
+            (
+                _VALUE_V3_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(metadata)),
+                metadata,
+                _Q.pack(value.commit_timestamp),
+            )
+        )
     if isinstance(value, ShareGroupValue):
         return _H.pack(0) + _I.pack(value.group_epoch)
     if isinstance(value, GroupConfigValue):
