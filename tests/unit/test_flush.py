@@ -143,3 +143,30 @@ def test_a_round_that_overlapped_a_failed_one_fails_too(tmp_path: Path) -> None:
     assert overlapped == 2
     assert events == ["a OSError", "b OSError"]
     assert hw == 0
+
+
+def test_stop_flushes_after_an_earlier_failed_round(tmp_path: Path) -> None:
+    # The shutdown round overlaps no other round, so an earlier failure must not fail it.
+    async def main() -> tuple[list[str], int]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        real_sync = flusher._sync
+
+        def failing_sync(segments: list) -> None:
+            raise OSError(5, "EIO")
+
+        events: list[str] = []
+        flusher._sync = failing_sync  # type: ignore[method-assign]
+        _append_one(log_, flusher, events, "a")
+        with contextlib.suppress(OSError):
+            await flusher._round()
+        flusher._sync = real_sync  # type: ignore[method-assign]
+        _append_one(log_, flusher, events, "b")
+        await flusher.stop()
+        hw = log_.high_watermark
+        log_.close()
+        return events, hw
+
+    events, hw = asyncio.run(main())
+    assert events == ["a OSError", "b NoneType"]
+    assert hw == 2
