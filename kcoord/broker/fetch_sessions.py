@@ -84,12 +84,6 @@ class FetchSession:
             self.partitions.move_to_end(key)
 
 
-class FetchSessionError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
 class FetchSessionCache:
     def __init__(self, max_slots: int, clock: Clock) -> None:
         self.max_slots = max_slots

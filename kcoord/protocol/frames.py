@@ -12,13 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.api_key import ApiKey
-
 _FIXED = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-
-FRAME_SIZE = _I32
 
 
 class MalformedRequest(ValueError):
@@ -82,9 +78,3 @@ def skip_tagged_fields(buf: memoryview, pos: int) -> int:
         if pos > len(buf):
             raise MalformedRequest("tagged field runs past the end of the request")
     return pos
-
-
-def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
-    if flexible and api_key != ApiKey.ApiVersions:
-        return _I32.pack(correlation_id) + b"\x00"
-    return _I32.pack(correlation_id)

@@ -176,9 +176,6 @@ class LogCleaner:
     def register(self, log_: Log) -> None:
         self.logs.setdefault(log_, 0)
 
-    def unregister(self, log_: Log) -> None:
-        self.logs.pop(log_, None)
-
     def dirty_ratio(self, log_: Log) -> float:
         inactive = log_.segments[:-1]
         total = sum(s.size for s in inactive)

@@ -65,7 +65,6 @@ class Flusher:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             ROUNDS_IN_FLIGHT, thread_name_prefix="kcoord-fsync"
         )
-        self.rounds = 0  # flush rounds completed (tests and metrics)
         self._fs = _FilesystemSync.open(directory) if directory is not None else None
 
     @property
@@ -122,13 +121,6 @@ class Flusher:
         self._appenders.append(appender)
         if self._wakeup is not None:
             self._wakeup.set()
-
-    def sync_now(self) -> None:
-        """Synchronous flush of everything dirty (shutdown paths without a loop)."""
-        dirty, self._dirty = self._dirty, {}
-        for target, end in dirty.items():
-            target.sync()
-            target.mark_flushed(end)
 
     async def _run(self) -> None:
         assert self._wakeup is not None
@@ -204,8 +196,6 @@ class Flusher:
         if error is None:
             for target, end in dirty.items():
                 target.mark_flushed(end)
-            if dirty:
-                self.rounds += 1
         for fut in waiters:
             if not fut.done():
                 if error is None:

@@ -106,10 +106,6 @@ class OffsetIndex(_IndexFile):
         i = bisect.bisect_right(self.offsets, offset) - 1
         return self.positions[i] if i >= 0 else 0
 
-    def truncate_to_position(self, position: int) -> None:
-        i = bisect.bisect_left(self.positions, position)
-        del self.offsets[i:], self.positions[i:]
-
 
 class TimeIndex(_IndexFile):
     ENTRY = struct.Struct(">qi")  # timestamp, relative offset

@@ -185,12 +185,6 @@ class Log:
             self._advance_hw(self.log_end_offset)
         return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
 
-    def append_with_offsets(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
-        """Write batches whose offsets are already set (the cleaner's output)."""
-        if headers and headers[0].base_offset < self.log_end_offset:
-            raise ValueError("offsets must not go backwards")
-        self.active.append(data, headers)
-
     def _should_roll(self, incoming: int, incoming_ts: int, now_ms: int) -> bool:
         seg = self.active
         if seg.size == 0:

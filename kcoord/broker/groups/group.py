@@ -89,7 +89,6 @@ class ClassicGroup:
         self.group_id = group_id
         self.config = config
         self.state = GroupState.EMPTY
-        self.previous_state = GroupState.EMPTY
         self.state_timestamp = now
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -113,12 +112,7 @@ class ClassicGroup:
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
 
-    @property
-    def is_empty_of_members(self) -> bool:
-        return not self.members
-
     def transition(self, state: GroupState, now: int) -> None:
-        self.previous_state = self.state
         self.state = state
         self.state_timestamp = now
 
@@ -415,7 +409,6 @@ class ClassicGroup:
             delay = self.config.initial_rebalance_delay_ms
             self.initial_delay_remaining = max(self.rebalance_timeout_ms() - delay, 0)
             self.join_deadline = now + delay
-            self._last_initial_delay = delay
             return out
         self.initial_delay_remaining = None
         self.join_deadline = now + self.rebalance_timeout_ms()

@@ -242,12 +242,6 @@ class ShareGroup:
         self.dead = True
         return out
 
-    def describe_assignment(self, member: ShareMember) -> dict[uuid.UUID, list[int]]:
-        return {t: sorted(ps) for t, ps in member.assignment.items()}
-
-    def share_partition(self, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
-        return self.partitions.get((topic_id, partition))
-
     def snapshot(self) -> dict[str, Any]:
         """What survives a restart (for replay tests)."""
         return {
