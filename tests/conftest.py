@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import BrokerFactory, BrokerProcess
+from tests.harness import BrokerFactory, shared_broker, track_broker
 
 
 # --- failure reports ----------------------------------------------------------------------------
@@ -34,38 +34,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             report.sections.append((f"broker log {b.log_path.name} ({b.bootstrap})", text))
 
 
-def _track(request: pytest.FixtureRequest, broker: BrokerProcess) -> None:
-    node = request.node
-    if not hasattr(node, "_kcoord_brokers"):
-        node._kcoord_brokers = []  # type: ignore[attr-defined]
-    node._kcoord_brokers.append(broker)  # type: ignore[attr-defined]
-
-
 # --- fixtures -----------------------------------------------------------------------------------
 @pytest.fixture
 def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerFactory]:
-    factory = BrokerFactory(tmp_path, on_create=lambda b: _track(request, b))
+    factory = BrokerFactory(tmp_path, on_create=lambda b: track_broker(request, b))
     yield factory
     factory.close()
 
 
-@pytest.fixture(scope="session")
-def _session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("shared-broker")
-    b = BrokerProcess(root / "data", root / "broker.log")
-    b.start()
-    yield b
-    if b.running:
-        b.stop()
-
-
-@pytest.fixture
-def broker(_session_broker: BrokerProcess, request: pytest.FixtureRequest) -> BrokerProcess:
-    """The shared broker; restarted if an earlier test left it dead."""
-    if not _session_broker.running:
-        _session_broker.start()
-    _track(request, _session_broker)
-    return _session_broker
+# The shared broker (``_broker_started`` is the broker itself, for module-scoped fixtures).
+_broker_started, broker = shared_broker("broker", scope="session")
 
 
 @pytest.fixture

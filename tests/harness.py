@@ -10,7 +10,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.wire import Conn
 
@@ -174,3 +178,40 @@ class BrokerFactory:
             if b.proc is not None and b.proc.poll() is None:
                 with contextlib.suppress(AssertionError):
                     b.stop()
+
+
+def track_broker(request: Any, broker: BrokerProcess) -> None:
+    """Attach ``broker``'s log to the report if the requesting test fails (see conftest)."""
+    node = request.node
+    if not hasattr(node, "_kcoord_brokers"):
+        node._kcoord_brokers = []
+    node._kcoord_brokers.append(broker)
+
+
+def shared_broker(name: str, args: list[str] | None = None, scope: str = "module") -> tuple[Any, Any]:
+    """Fixtures for one broker shared by the tests of a ``scope``: ``_<name>_started`` starts it
+    once (with ``args``) and stops it at the end; ``<name>`` hands it to each test, restarting it
+    if an earlier test left it dead, and attaches its log to the test's failure report.
+
+    Assign both to module attributes: ``_started, gbroker = shared_broker("gbroker", [...])``.
+    """
+    started = f"_{name}_started"
+
+    @pytest.fixture(scope=scope, name=started)  # type: ignore[call-overload]
+    def _start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+        root = tmp_path_factory.mktemp(name)
+        b = BrokerProcess(root / "data", root / "broker.log", args)
+        b.start()
+        yield b
+        if b.running:
+            b.stop()
+
+    @pytest.fixture(name=name)
+    def _hand_out(request: pytest.FixtureRequest) -> BrokerProcess:
+        b: BrokerProcess = request.getfixturevalue(started)
+        if not b.running:
+            b.start()
+        track_broker(request, b)
+        return b
+
+    return _start, _hand_out

@@ -52,9 +52,9 @@ def answered_or_closed(c: Conn) -> bool:
 
 
 @pytest.fixture(scope="module")
-def fuzz_topic(_session_broker: BrokerProcess) -> str:
+def fuzz_topic(_broker_started: BrokerProcess) -> str:
     topic = f"fuzz-{uuid.uuid4().hex[:8]}"
-    _session_broker.create_topic(topic)
+    _broker_started.create_topic(topic)
     return topic
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,7 @@ from tests.coordinator_log import (
     offset_key,
     parse_offset_value,
 )
-from tests.harness import BrokerFactory, BrokerProcess
+from tests.harness import BrokerFactory, BrokerProcess, shared_broker
 from tests.wire import ApiKey, Conn, build_batch
 
 OFFSETS_PARTITIONS = 5
@@ -76,25 +75,8 @@ def broker_args() -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("group-wire")
-    b = BrokerProcess(root / "data", root / "broker.log", broker_args())
-    b.start()
-    yield b
-    if b.running:
-        b.stop()
-
-
-@pytest.fixture
-def gbroker(_module_broker: BrokerProcess, request: pytest.FixtureRequest) -> BrokerProcess:
-    """The module's broker (5 coordinator partitions, no initial rebalance delay)."""
-    if not _module_broker.running:
-        _module_broker.start()
-    brokers = getattr(request.node, "_kcoord_brokers", [])
-    brokers.append(_module_broker)  # its log is attached to failure reports (conftest)
-    request.node._kcoord_brokers = brokers  # type: ignore[attr-defined]
-    return _module_broker
+# The module's broker (5 coordinator partitions, no initial rebalance delay).
+_gbroker_started, gbroker = shared_broker("gbroker", broker_args())
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ def served(key: ApiKey) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def topic(_session_broker: BrokerProcess) -> tuple[str, uuid.UUID]:
+def topic(_broker_started: BrokerProcess) -> tuple[str, uuid.UUID]:
     """A topic with 3 records at offsets 0-2 (module-scoped: read-mostly)."""
     name = f"versions-{uuid.uuid4().hex[:8]}"
-    with _session_broker.connect() as c:
+    with _broker_started.connect() as c:
         created = c.create_topic(name, partitions=1)
         c.produce(name, 0, build_batch(count=3))
     return name, created.topics[0].topic_id

@@ -12,35 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, shared_broker
 from tests.wire import build_batch
 
 FAST_GROUPS = ["--group-initial-rebalance-delay-ms", "0"]
 
 
-@pytest.fixture(scope="module")
-def _groups_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("groups-clients")
-    b = BrokerProcess(root / "data", root / "broker.log", FAST_GROUPS)
-    b.start()
-    yield b
-    if b.running:
-        b.stop()
-
-
-@pytest.fixture
-def gbroker(_groups_broker: BrokerProcess, request: pytest.FixtureRequest) -> BrokerProcess:
-    """A broker of this module with no initial rebalance delay."""
-    if not _groups_broker.running:
-        _groups_broker.start()
-    brokers = getattr(request.node, "_kcoord_brokers", [])
-    brokers.append(_groups_broker)  # its log is attached to failure reports (conftest)
-    request.node._kcoord_brokers = brokers  # type: ignore[attr-defined]
-    return _groups_broker
+# A broker of this module with no initial rebalance delay.
+_gbroker_started, gbroker = shared_broker("gbroker", FAST_GROUPS)
 
 
 def produce(broker: BrokerProcess, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _track
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, shared_broker
 from tests.integration.share_probe import (
     FAST_SHARE_FLAGS,
     ShareProbe,
@@ -55,22 +54,7 @@ def java(share_classpath: str, tmp_path: Path) -> Iterator[Callable[..., SharePr
         yield start
 
 
-@pytest.fixture(scope="module")
-def _share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("share-broker")
-    b = BrokerProcess(root / "data", root / "broker.log", FAST_SHARE_FLAGS)
-    b.start()
-    yield b
-    if b.running:
-        b.stop()
-
-
-@pytest.fixture
-def sbroker(_share_broker: BrokerProcess, request: pytest.FixtureRequest) -> BrokerProcess:
-    if not _share_broker.running:
-        _share_broker.start()
-    _track(request, _share_broker)
-    return _share_broker
+_sbroker_started, sbroker = shared_broker("sbroker", FAST_SHARE_FLAGS)
 
 
 def produce(
