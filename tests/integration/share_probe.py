@@ -5,7 +5,6 @@ main class differs.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import threading
 import time
@@ -84,12 +83,14 @@ def commit_failures(lines: list[str]) -> list[str]:
     return [x for x in lines if x.startswith(("COMMIT ", "ACKCB ")) and not x.endswith(" ok")]
 
 
-# --- for the fixtures of the test modules ----------------------------------------------------
+# --- fixtures (test modules import them by name) ----------------------------------------------
 _classpaths: dict[str, str] = {}
 
 
-def share_classpath_or_skip(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The probe's classpath, compiled once per test session; skips without a JDK or jars."""
+@pytest.fixture(scope="session")
+def share_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The probe's classpath, compiled once per test session (each module that uses the fixture
+    registers its own copy, hence the cache); skips without a JDK or jars."""
     if "cp" not in _classpaths:
         try:
             _classpaths["cp"] = build_share_probe(tmp_path_factory.mktemp("share-probe"))
@@ -98,14 +99,14 @@ def share_classpath_or_skip(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _classpaths["cp"]
 
 
-@contextlib.contextmanager
-def jvms(classpath: str, log_dir: Path) -> Iterator[Callable[..., ShareProbe]]:
+@pytest.fixture
+def java(share_classpath: str, tmp_path: Path) -> Iterator[Callable[..., ShareProbe]]:
     """A starter of ShareProbe JVMs (``start("consumer", bootstrap, group, topic, "k=v", ...)``);
-    every JVM it started is ended on exit."""
+    every JVM it started is ended at the end of the test."""
     started: list[ShareProbe] = []
 
     def start(*args: str) -> ShareProbe:
-        p = ShareProbe(classpath, list(args), log_dir / f"java{len(started)}.log")
+        p = ShareProbe(share_classpath, list(args), tmp_path / f"java{len(started)}.log")
         started.append(p)
         return p
 

@@ -13,39 +13,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.harness import BrokerFactory, BrokerProcess
+from tests.integration import share_probe
 from tests.integration.share_probe import (
     FAST_SHARE_FLAGS,
-    ShareProbe,
     admin_until,
     close,
     commit_failures,
     delivered,
     deliveries,
-    jvms,
-    share_classpath_or_skip,
 )
 from tests.wire import build_batch
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
+# The share probe's fixtures, shared with the other share test module.
+share_classpath = share_probe.share_classpath
+java = share_probe.java
+
 EXPLICIT = "share.acknowledgement.mode=explicit"
-
-
-@pytest.fixture(scope="session")
-def share_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return share_classpath_or_skip(tmp_path_factory)
-
-
-@pytest.fixture
-def java(share_classpath: str, tmp_path: Path) -> Iterator[Callable[..., ShareProbe]]:
-    with jvms(share_classpath, tmp_path) as start:
-        yield start
 
 
 def produce(broker: BrokerProcess, topic: str, start: int, count: int, per_batch: int = 10) -> None:

@@ -18,40 +18,28 @@ consumers start are seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.harness import BrokerProcess, shared_broker
+from tests.integration import share_probe
 from tests.integration.share_probe import (
     FAST_SHARE_FLAGS,
-    ShareProbe,
     admin_until,
     close,
     commit_failures,
     delivered,
     deliveries,
-    jvms,
-    share_classpath_or_skip,
     wait_until,
 )
 from tests.wire import build_batch
 
 pytestmark = pytest.mark.java
 
+# The share probe's fixtures, shared with the other share test module.
+share_classpath = share_probe.share_classpath
+java = share_probe.java
+
 EXPLICIT = "share.acknowledgement.mode=explicit"
-
-
-@pytest.fixture(scope="session")
-def share_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return share_classpath_or_skip(tmp_path_factory)
-
-
-@pytest.fixture
-def java(share_classpath: str, tmp_path: Path) -> Iterator[Callable[..., ShareProbe]]:
-    with jvms(share_classpath, tmp_path) as start:
-        yield start
 
 
 _sbroker_started, sbroker = shared_broker("sbroker", FAST_SHARE_FLAGS)
