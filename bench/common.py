@@ -10,6 +10,7 @@ import contextlib
 import os
 import resource
 import shlex
+import signal
 import socket
 import struct
 import subprocess
@@ -108,6 +109,16 @@ def port_open(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """SIGTERM (kcoord's clean shutdown), then SIGKILL if it has not exited within ``timeout``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def shell_join(cmd: list[str]) -> str:

@@ -23,7 +23,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -152,12 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if spy.returncode != 0:
             raise SystemExit(f"py-spy failed: {spy.stderr.strip()}")
     finally:
-        broker.send_signal(signal.SIGTERM)
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait()
+        common.stop_process(broker)
         broker_log.close()
         shutil.rmtree(data, ignore_errors=True)
     result = next((json.loads(x) for x in stdout.splitlines() if x.startswith("{")), {})

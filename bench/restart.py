@@ -30,7 +30,6 @@ import argparse
 import random
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -157,8 +156,7 @@ def build_via_kload(data_dir: Path, records: int, logdir: Path) -> tuple[str, in
             if k.returncode != 0:
                 common.log(f"  kload commit rc {k.returncode}: see {logdir}/restart-fill-kload-{chunk}.log")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            common.stop_process(proc, 60)
         before, total = total, count_records(data_dir)
         rate = max(1000.0, (total - before) / seconds)
         common.log(f"  filled {total:,} records")
@@ -186,12 +184,7 @@ def time_start(
                     if line.startswith("VmRSS:"):
                         rss = int(line.split()[1]) / 1024
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            common.stop_process(proc, 60)
         text = logpath.read_text(errors="replace")
         m = re.search(r"loaded coordinator partitions.*?records=(\d+).*?seconds=([\d.]+)", text)
         replay_s = float(m.group(2)) if m else None

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -185,12 +184,7 @@ def run(
             "rss_mb": rss,
         }
     finally:
-        broker.send_signal(signal.SIGTERM)
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait()
+        common.stop_process(broker)
         broker_log.close()
         shutil.rmtree(data, ignore_errors=True)
 

@@ -72,6 +72,8 @@ def fetch_request(
     forgotten: list[int] | None = None,
     max_wait_ms: int = 0,
     isolation: int = 0,
+    partition_max_bytes: int = 1 << 20,
+    max_bytes: int = 1 << 22,
 ) -> dict[str, Any]:
     """The fields of a Fetch request (any version) for ``(partition, offset)`` pairs of one topic."""
     req = request_class(ApiKey.Fetch)
@@ -84,7 +86,7 @@ def fetch_request(
                 fetch_offset=off,
                 last_fetched_epoch=-1,
                 log_start_offset=-1,
-                partition_max_bytes=1 << 20,
+                partition_max_bytes=partition_max_bytes,
             )
             for p, off in partitions
         ],
@@ -93,7 +95,7 @@ def fetch_request(
         "replica_id": -1,
         "max_wait_ms": max_wait_ms,
         "min_bytes": 1,
-        "max_bytes": 1 << 22,
+        "max_bytes": max_bytes,
         "isolation_level": isolation,
         "session_id": session_id,
         "session_epoch": epoch,
@@ -230,34 +232,14 @@ class Conn:
         version: int = 12,
         max_wait_ms: int = 0,
     ) -> Any:
-        req = request_class(ApiKey.Fetch)
-        ft = req.FetchTopic(
-            topic=topic,
-            partitions=[
-                req.FetchTopic.FetchPartition(
-                    partition=partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=max_bytes,
-                )
-            ],
-        )
-        resp = self.request(
-            ApiKey.Fetch,
-            version,
-            replica_id=-1,
+        fields = fetch_request(
+            topic,
+            [(partition, offset)],
             max_wait_ms=max_wait_ms,
-            min_bytes=1,
+            partition_max_bytes=max_bytes,
             max_bytes=max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[ft],
-            forgotten_topics_data=[],
-            rack_id="",
         )
+        resp = self.request(ApiKey.Fetch, version, **fields)
         return resp.responses[0].partitions[0]
 
     def list_offsets(
