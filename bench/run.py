@@ -43,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as ``python bench/run.py``
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common
+from bench import common, durability
 
 WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "share")
 REBALANCE_TARGET_MS = 200.0
@@ -131,7 +131,11 @@ def unit(wl: str) -> str:
     )
 
 
-def summarise(matrix: list[tuple[str, str, str]], recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(
+    matrix: list[tuple[str, str, str]], recs: list[dict[str, Any]], sync_us: float | None = None
+) -> list[dict[str, Any]]:
+    """Rows of medians and same-repeat ratios; ``sync_us`` (the durability floor) gives the commit
+    rows their durable ceiling."""
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in recs:
         by.setdefault((r["config"], r["peer"]), []).append(r)
@@ -178,6 +182,12 @@ def summarise(matrix: list[tuple[str, str, str]], recs: list[dict[str, Any]]) ->
                 if a is not None and b:
                     ratios.append(a / b)
             row[f"k_over_{other}"] = _med(ratios)
+        limit = row["peers"].get("limit")
+        row["durable_ceiling"] = (
+            durability.ceiling(durability.in_flight(cid), limit["value"], sync_us)
+            if wl == "commit" and limit is not None
+            else None
+        )
         row["target"], row["met"] = judge(row)
         rows.append(row)
     return rows
@@ -194,6 +204,9 @@ def judge(row: dict[str, Any]) -> tuple[str, str]:
         if t is None or t["value"] is None or row["k_over_tansu"] is None:
             return target, bad or "n/a (no Tansu)"
         ok = row["k_over_tansu"] >= 2.0 and k["p99_us"] is not None and k["p99_us"] <= t["p99_us"]
+        ceil = row.get("durable_ceiling")
+        if not ok and not bad and ceil is not None and 2 * t["value"] > ceil:
+            return target, f"NOT MET (2x Tansu = {fmt(2 * t['value'])} > durable ceiling {fmt(ceil)})"
     elif wl in ("produce", "fetch"):
         target = ">= Tansu MB/s"
         if row["k_over_tansu"] is None:
@@ -278,6 +291,9 @@ def render(rows: list[dict[str, Any]], extra_rows: list[list[str]], repeats: int
         "RSS: kcoord's VmRSS right after each run. other CPU: cores busy on the machine during kcoord's runs",
         "outside the kcoord and kload processes: kernel threads working for them (fsync, loopback) and any",
         "other process; compare it with other runs: a high value means the machine was not quiet.",
+        "durable ceiling (commit rows): the most req/s any broker that fsyncs before answering could give",
+        "the row's c x d requests in flight: c x d / (c x d / limit req/s + one sync), with the sync",
+        "latency measured on this disk in the same run (bench/durability.py).",
     ]
     return "\n".join(lines)
 
@@ -425,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": args.warmup,
         "repeats": args.repeats,
     }
+    if "commit" in {m[1] for m in matrix}:
+        # Where the peers' log dirs go (mkdtemp's default), before any peer loads the machine.
+        meta["durability"] = durability.measure()
+        common.log(durability.describe(meta["durability"]))
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     crashes: list[str] = []
     try:
@@ -501,18 +521,21 @@ def report(
     """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
     raw = out / "raw.jsonl"
     recs = [json.loads(line) for line in raw.read_text().splitlines()] if raw.exists() else []
-    rows = summarise(matrix, recs)
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    sync = meta.get("durability")
+    rows = summarise(matrix, recs, sync["floor_us"] if sync else None)
     extra = [restart_cells(restart_result)] if restart_result else []
     if share is not None:
         extra.append(share if isinstance(share, list) else share_cells(share))
     table = render(rows, extra, repeats)
-    meta_path = out / "meta.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
+    if meta:
         table += (
             f"\n\nkcoord under test: {meta.get('kcoord_git', 'unknown')}; Tansu: {meta.get('tansu')}; "
             f"{meta.get('nproc')} CPUs; load average at start {meta.get('loadavg_start')}"
         )
+    if sync:
+        table += "\n" + durability.describe(sync)
     notes = ["", "## Problems seen", ""]
     for r in recs:
         if r.get("valid"):

@@ -198,14 +198,74 @@ def _zigzag_varint(value: int, out: bytearray) -> None:
     out.append(v)
 
 
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    _zigzag_varint(n, out)
+    return bytes(out)
+
+
+# Zigzag varints of the small non-negative numbers a coordinator batch is made of (offset deltas,
+# key and value lengths, record sizes), encoded once: building a batch is on every commit's path.
+_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(4096))
+
+
 def build_batch(
     entries: list[tuple[bytes | None, bytes | None]],
     timestamp: int,
     base_offset: int = 0,
 ) -> bytearray:
     """An uncompressed v2 batch of (key, value) records at consecutive offsets, all stamped
-    ``timestamp`` (what the coordinators append)."""
-    return build_batch_at([(base_offset + i, timestamp, k, v) for i, (k, v) in enumerate(entries)])
+    ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
+
+    All records share the timestamp (delta 0) and their offset delta is their index, so each is
+    joined from pre-encoded varints instead of encoded field by field.
+    """
+    small = _SMALL_VARINTS
+    limit = len(small)
+    parts: list[bytes] = []
+    append = parts.append
+    for i, (key, value) in enumerate(entries):
+        # a null key or value is length -1: zigzag 1
+        klen = b"\x01" if key is None else small[len(key)] if len(key) < limit else _varint_bytes(len(key))
+        if value is None:
+            vlen = b"\x01"
+        else:
+            vlen = small[len(value)] if len(value) < limit else _varint_bytes(len(value))
+        rec = b"".join(
+            (
+                b"\x00\x00",  # attributes, timestamp delta
+                small[i] if i < limit else _varint_bytes(i),
+                klen,
+                key or b"",
+                vlen,
+                value or b"",
+                b"\x00",  # no headers
+            )
+        )
+        n = len(rec)
+        append(small[n] if n < limit else _varint_bytes(n))
+        append(rec)
+    body = b"".join(parts)
+    count = len(entries)
+    header = _HEADER.pack(
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        -1,
+        2,
+        0,
+        0,
+        count - 1,
+        timestamp,
+        timestamp,
+        NO_PRODUCER_ID,
+        -1,
+        NO_SEQUENCE,
+        count,
+    )
+    batch = bytearray(header)
+    batch += body
+    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return batch
 
 
 def build_batch_at(entries: list[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:

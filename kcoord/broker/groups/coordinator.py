@@ -158,6 +158,8 @@ class CoordinatorShard:
 
     def _link_share_records(self, recs: list[Record], base_offset: int) -> list[Record]:
         """Fill in BackOffset of SHARE_DELTA records: their offsets are known only now."""
+        if _SHARE_STATE_KEYS.isdisjoint({type(key) for key, _ in recs}):
+            return recs  # offset commits: nothing to link
         out = recs
         for i, (key, value) in enumerate(recs):
             if type(key) not in _SHARE_STATE_KEYS or value is None:

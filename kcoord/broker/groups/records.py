@@ -27,6 +27,7 @@ schemas of Kafka's group coordinator.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,11 +139,15 @@ def _bytes(b: bytes) -> bytes:
     return _I.pack(len(b)) + b
 
 
+# A group commits the same topics over and over: the key up to the partition is encoded once.
+@functools.lru_cache(maxsize=1 << 14)
+def _offset_key_prefix(group: str, topic: str) -> bytes:
+    return _H.pack(OFFSET_COMMIT_KEY_TYPE) + _str(group) + _str(topic)
+
+
 def encode_key(key: Key) -> bytes:
     if type(key) is OffsetCommitKey:
-        return b"".join(
-            (_H.pack(OFFSET_COMMIT_KEY_TYPE), _str(key.group), _str(key.topic), _I.pack(key.partition))
-        )
+        return _offset_key_prefix(key.group, key.topic) + _I.pack(key.partition)
     if isinstance(key, GroupMetadataKey):
         return _H.pack(GROUP_METADATA_KEY_TYPE) + _str(key.group)
     if isinstance(key, ShareGroupKey):

@@ -66,6 +66,9 @@ class GroupStore:
         return group
 
     def apply(self, key: Key, value: Value | None, now: int) -> None:
+        if type(key) is OffsetCommitKey:  # the common case, checked first
+            self._apply_offset(key, value, now)
+            return
         if isinstance(key, ShareCheckpointKey | ShareDeltaKey):
             self._apply_share_partition(key, value)
             return
@@ -93,20 +96,6 @@ class GroupStore:
                 for sp in share.partitions.values():
                     sp.config = part_config
             return
-        if isinstance(key, OffsetCommitKey):
-            if value is None:
-                group = self.groups.get(key.group)
-                if group is not None:
-                    parts = group.offsets.get(key.topic)
-                    if parts is not None:
-                        parts.pop(key.partition, None)
-                        if not parts:
-                            del group.offsets[key.topic]
-                return
-            assert isinstance(value, OffsetCommitValue)
-            group = self.get_or_create(key.group, now)
-            group.offsets.setdefault(key.topic, {})[key.partition] = value
-            return
         assert isinstance(key, GroupMetadataKey)
         if value is None:
             group = self.groups.pop(key.group, None)
@@ -115,6 +104,23 @@ class GroupStore:
             return
         assert isinstance(value, GroupMetadataValue)
         self.get_or_create(key.group, now).persisted = value
+
+    def _apply_offset(self, key: OffsetCommitKey, value: Value | None, now: int) -> None:
+        if value is None:
+            group = self.groups.get(key.group)
+            if group is not None:
+                parts = group.offsets.get(key.topic)
+                if parts is not None:
+                    parts.pop(key.partition, None)
+                    if not parts:
+                        del group.offsets[key.topic]
+            return
+        assert isinstance(value, OffsetCommitValue)
+        group = self.groups.get(key.group) or self.get_or_create(key.group, now)
+        parts = group.offsets.get(key.topic)
+        if parts is None:
+            parts = group.offsets[key.topic] = {}
+        parts[key.partition] = value
 
     def _apply_share_partition(self, key: Any, value: Any) -> None:
         share = self.share_groups.get(key.group_id)
