@@ -401,3 +401,36 @@ def test_replays_logs_written_by_older_kafka(broker_factory: BrokerFactory, uniq
             ("Empty", "consumer"),
             ("Empty", "consumer"),
         ]
+
+
+def test_existing_offsets_topic_keeps_its_partition_count(
+    broker_factory: BrokerFactory, unique_topic: str
+) -> None:
+    """offsets.topic.num.partitions applies when __consumer_offsets is created, as in Kafka: a
+    broker restarted with another count (here the default, 1) still finds every group in the
+    partition the first count put it in, and serves the topic with its original partitions."""
+    b = broker_factory(["--offsets-topic-num-partitions", "7"])
+    b.create_topic(unique_topic, 2)
+    groups = [f"{unique_topic}-g{i}" for i in range(12)]  # spread over the 7 partitions
+    assert len({offsets_partition(g, 7) for g in groups}) > 3
+    with b.connect() as c:
+        for i, g in enumerate(groups):
+            commit(c, g, unique_topic, 2, 100 + i)
+    b.stop()
+    b.extra_args = []
+    b.start()
+    with b.connect() as c:
+        got = fetch_all(c, groups)
+        assert got == {
+            g: {(unique_topic, 0): 100 + i, (unique_topic, 1): 100 + i} for i, g in enumerate(groups)
+        }
+        md = c.request(
+            ApiKey.Metadata,
+            12,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        (offsets,) = [t for t in md.topics if t.name == "__consumer_offsets"]
+        assert sorted(p.partition_index for p in offsets.partitions) == list(range(7))
+    assert "keeping its partition count" in b.log_text()

@@ -384,6 +384,7 @@ class GroupCoordinator:
             retention_bytes=-1,
             index_interval_bytes=self.config.log_index_interval_bytes,
         )
+        self.num_partitions = self._existing_partition_count(data_dir) or self.num_partitions
         topic = self._offsets_topic(data_dir)
         started = time.monotonic()
         total = 0
@@ -410,6 +411,29 @@ class GroupCoordinator:
             groups=groups,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _existing_partition_count(self, data_dir: Path) -> int | None:
+        """The partition count of an ``__consumer_offsets`` already on disk, if any.
+
+        As in Kafka, offsets.topic.num.partitions applies when the topic is created: groups map to
+        partitions by that count, so reading an existing topic with another count would look for
+        every group in the wrong partition.
+        """
+        found = [
+            int(suffix)
+            for d in data_dir.glob(f"{OFFSETS_TOPIC}-*")
+            if d.is_dir() and (suffix := d.name[len(OFFSETS_TOPIC) + 1 :]).isdigit()
+        ]
+        if not found:
+            return None
+        count = max(found) + 1
+        if count != self.config.offsets_topic_num_partitions:
+            log.info(
+                "__consumer_offsets exists; keeping its partition count",
+                partitions=count,
+                offsets_topic_num_partitions=self.config.offsets_topic_num_partitions,
+            )
+        return count
 
     def _offsets_topic(self, data_dir: Path) -> Topic:
         id_file = data_dir / f"{OFFSETS_TOPIC}.id"
