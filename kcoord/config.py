@@ -91,7 +91,11 @@ class BrokerConfig(BaseModel):
     )
 
     # --- coordinator (groups and offsets) -----------------------------------------------------
-    offsets_topic_num_partitions: int = Field(50, description="Coordinator partitions of __consumer_offsets.")
+    # Kafka's default is 50, to spread coordinators over brokers. On one node every partition is one
+    # more file each group-commit fsync has to flush; applies only when the topic is created.
+    offsets_topic_num_partitions: int = Field(
+        1, description="Coordinator partitions of __consumer_offsets (when it is created)."
+    )
     offsets_retention_minutes: int = Field(10080, description="KIP-211 offset retention.")
     offsets_retention_check_interval_ms: int = Field(600000, description="How often offsets expire.")
     offset_metadata_max_bytes: int = Field(4096, description="Largest committed metadata string.")

@@ -44,7 +44,7 @@ def test_defaults_are_kafkas(served: list[BrokerConfig]) -> None:
     assert cfg.effective_log_retention_ms == 168 * 3_600_000
     assert cfg.effective_log_roll_ms == 168 * 3_600_000
     assert cfg.offsets_retention_minutes == 10080
-    assert cfg.offsets_topic_num_partitions == 50
+    assert cfg.offsets_topic_num_partitions == 1
     assert cfg.group_initial_rebalance_delay_ms == 3000
     assert cfg.message_max_bytes == 1048588
     assert cfg.socket_request_max_bytes == 104857600
