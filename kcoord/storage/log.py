@@ -11,10 +11,11 @@ under ``log.flush.policy=always`` only what an fsync covered, otherwise everythi
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,10 @@ LATEST_TIERED_TIMESTAMP = -5
 
 
 CLEANING_FILE = "cleaning.json"
+# Replay reads logs in windows of this size: with one coordinator partition its log holds every
+# group's records, and reading whole segments (up to offsets.topic.segment.bytes) at once doubled
+# the broker's memory after loading 1 M records (67 -> 140 MB RSS).
+READ_WINDOW_BYTES = 4 << 20
 
 
 class OffsetOutOfRange(Exception):
@@ -288,21 +293,37 @@ class Log:
 
     def batches(
         self, start_offset: int = 0, max_offset: int | None = None
-    ) -> list[tuple[BatchHeader, bytes]]:
-        """Every batch from ``start_offset`` (for replay and the cleaner), read segment by segment."""
-        out = []
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch from ``start_offset`` (for replay and the cleaner), read segment by segment
+        in windows of READ_WINDOW_BYTES, so that replaying a large log holds one window in memory
+        rather than the whole log. Headers' positions are relative to the batch's segment."""
         end = self.log_end_offset if max_offset is None else max_offset
         for seg in self.segments[self._segment_index(start_offset) :]:
-            if seg.size == 0:
-                continue
-            data = seg.read(0, seg.size)
-            for h in records.iter_headers(data, partial_ok=True):
-                if h.last_offset < start_offset:
-                    continue
-                if h.base_offset >= end:
-                    return out
-                out.append((h, data[h.position : h.position + h.size]))
-        return out
+            pos, size = 0, seg.size
+            while pos < size:
+                data = seg.read(pos, READ_WINDOW_BYTES)
+                used = 0
+                for h in records.iter_headers(data, partial_ok=True):
+                    used = h.position + h.size
+                    if h.last_offset < start_offset:
+                        continue
+                    if h.base_offset >= end:
+                        return
+                    yield dataclasses.replace(h, position=pos + h.position), data[h.position : used]
+                if used == 0:  # a batch larger than the window, or a torn tail: read it whole
+                    if len(data) < records.HEADER_SIZE:
+                        break
+                    whole = records.read_header(data).size
+                    if whole <= len(data) or pos + whole > size:
+                        break
+                    data = seg.read(pos, whole)
+                    h = records.read_header(data)
+                    if h.base_offset >= end:
+                        return
+                    if h.last_offset >= start_offset:
+                        yield dataclasses.replace(h, position=pos), data
+                    used = whole
+                pos += used
 
     def offset_for_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, below max_offset."""

@@ -412,3 +412,24 @@ def test_offset_of_max_timestamp(tmp_path: Path) -> None:
     append(log, [T0 + 7])  # 7
     assert log.offset_of_max_timestamp(log.high_watermark) == (3, T0 + 90)
     assert log.offset_of_max_timestamp(2) == (0, T0 + 50)
+
+
+@pytest.mark.parametrize("window", [64, 300, 1000, 1 << 20])
+def test_batches_reads_in_windows_and_yields_every_batch_once(
+    tmp_path: Path, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows smaller than a batch, cutting batches anywhere, and larger than a segment: batches()
+    # yields each batch once, whole, with its position in the segment, from start_offset up to
+    # max_offset.
+    lg = open_log(tmp_path, segment_bytes=2000)
+    for i in range(40):
+        append(lg, [T0 + i] * (1 + i % 4), value_size=1 + (i * 37) % 200)
+    expected = []
+    for seg in lg.segments:
+        data = seg.read(0, seg.size)
+        expected += [(h, data[h.position : h.position + h.size]) for h in records.iter_headers(data)]
+    assert len(lg.segments) > 3 and any(h.size > 300 for h, _ in expected)
+    monkeypatch.setattr("kcoord.storage.log.READ_WINDOW_BYTES", window)
+    assert list(lg.batches()) == expected
+    start, stop = expected[5][0].base_offset + 1, expected[30][0].base_offset
+    assert list(lg.batches(start, stop)) == [(h, d) for h, d in expected if h.last_offset >= start][: 30 - 5]
