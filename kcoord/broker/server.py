@@ -167,9 +167,11 @@ class KafkaConnection(asyncio.Protocol):
         # out in one write.
         if not self._flush_scheduled and self._queue and self._queue[0].done:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.server.flush_soon(self)
 
     def _flush(self) -> None:
+        if not self._flush_scheduled:
+            return  # already written by an earlier write pass
         self._flush_scheduled = False
         queue = self._queue
         out = []
@@ -260,6 +262,8 @@ class KafkaServer:
         self._stop_waiters: set[asyncio.Future[None]] = set()
         self._servers: list[asyncio.Server] = []
         self._close_listeners: list[Any] = []
+        self._ready: list[KafkaConnection] = []  # connections with answers to write
+        self._write_pass_scheduled = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -272,6 +276,22 @@ class KafkaServer:
             sock = srv.sockets[0].getsockname()
             self.bound[ep.name] = (host, sock[1])
             log.info("listening", listener=ep.name, host=host, port=sock[1])
+
+    def flush_soon(self, conn: KafkaConnection) -> None:
+        """Write ``conn``'s ready answers in the next write pass: at the end of the code that
+        completed them (:meth:`write_ready`, e.g. after a flush round released its writers), or
+        else in the next pass of the event loop; one callback for all connections."""
+        self._ready.append(conn)
+        if not self._write_pass_scheduled:
+            self._write_pass_scheduled = True
+            asyncio.get_running_loop().call_soon(self.write_ready)
+
+    def write_ready(self) -> None:
+        """Write every connection's answers that are ready (the write pass)."""
+        self._write_pass_scheduled = False
+        ready, self._ready = self._ready, []
+        for conn in ready:
+            conn._flush()
 
     def on_connection_closed(self, conn: KafkaConnection) -> None:
         for cb in self._close_listeners:

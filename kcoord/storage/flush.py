@@ -56,6 +56,9 @@ class Flusher:
         self._waiters: list[asyncio.Future[None]] = []
         self._callbacks: list[DurableCallback] = []
         self._appenders: list[Callable[[], None]] = []
+        # Run after each round's writers heard of it, on the same pass (the server writes the
+        # answers they released at once instead of a loop pass later).
+        self.after_round: list[Callable[[], None]] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._rounds_in_flight: set[asyncio.Task[None]] = set()
@@ -203,6 +206,12 @@ class Flusher:
                 else:
                     fut.set_exception(error)
         _run_callbacks(callbacks, error)
+        if waiters or callbacks:
+            for hook in self.after_round:
+                try:
+                    hook()
+                except Exception:
+                    log.exception("after-round hook failed")
         return own_error, before
 
     def _sync(self, segments: list[Segment]) -> None:

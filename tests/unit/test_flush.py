@@ -170,3 +170,36 @@ def test_stop_flushes_after_an_earlier_failed_round(tmp_path: Path) -> None:
     events, hw = asyncio.run(main())
     assert events == ["a OSError", "b NoneType"]
     assert hw == 2
+
+
+def test_after_round_hooks_run_on_the_pass_that_released_the_writers(tmp_path: Path) -> None:
+    # The server writes the answers a round released from this hook: it must run after every
+    # callback of the round, before the event loop runs anything else, and a failing hook must
+    # not keep the others from running.
+    async def main() -> list[str]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        events: list[str] = []
+
+        def released(error: BaseException | None) -> None:
+            events.append("released")
+            asyncio.get_running_loop().call_soon(events.append, "next pass")
+
+        def failing_hook() -> None:
+            events.append("failing hook")
+            raise RuntimeError("boom")
+
+        flusher.after_round += [failing_hook, lambda: events.append("write pass")]
+        flusher.start()
+        data = build_batch([(b"k", b"v")], 1)
+        log_.append(data, [read_header(data)], 1)
+        flusher.when_durable(log_, released)
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if "next pass" in events:
+                break
+        await flusher.stop()
+        log_.close()
+        return events
+
+    assert asyncio.run(main()) == ["released", "failing hook", "write pass", "next pass"]
