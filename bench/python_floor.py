@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import struct
 import subprocess
@@ -35,15 +34,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api key, version, correlation id
 NPARTS = 64  # kload's kbench topic
-PRODUCE, FETCH, METADATA, OFFSET_COMMIT, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS = (
-    0,
-    1,
-    3,
-    8,
-    10,
-    18,
-    19,
-)
+METADATA, OFFSET_COMMIT, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS = 3, 8, 10, 18, 19
 SERVED = {
     API_VERSIONS: (0, 0),
     CREATE_TOPICS: (2, 2),
@@ -58,10 +49,6 @@ class _Reader:
 
     def __init__(self, buf: bytes, pos: int) -> None:
         self.buf, self.pos = buf, pos
-
-    def i8(self) -> int:
-        self.pos += 1
-        return self.buf[self.pos - 1]
 
     def i16(self) -> int:
         (v,) = _I16.unpack_from(self.buf, self.pos)
@@ -228,5 +215,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())
