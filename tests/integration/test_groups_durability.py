@@ -414,8 +414,10 @@ def test_existing_offsets_topic_keeps_its_partition_count(
     partition the first count put it in, and serves the topic with its original partitions."""
     b = broker_factory(["--offsets-topic-num-partitions", "7"])
     b.create_topic(unique_topic, 2)
-    groups = [f"{unique_topic}-g{i}" for i in range(12)]  # spread over the 7 partitions
-    assert len({offsets_partition(g, 7) for g in groups}) > 3
+    # unique_topic is random, so add groups until every one of the 7 partitions holds some.
+    groups = [f"{unique_topic}-g{i}" for i in range(12)]
+    while len({offsets_partition(g, 7) for g in groups}) < 7:
+        groups.append(f"{unique_topic}-g{len(groups)}")
     with b.connect() as c:
         for i, g in enumerate(groups):
             commit(c, g, unique_topic, 2, 100 + i)
