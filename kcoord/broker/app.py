@@ -46,6 +46,7 @@ class Broker:
             self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes
         )
         self.flusher.after_round.append(self.server.write_ready)
+        self.groups.after_run.append(self.server.write_ready)
         self.share = ShareCoordinator(self)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()

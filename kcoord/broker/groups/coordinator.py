@@ -304,6 +304,9 @@ class GroupCoordinator:
         self.actors: dict[str, GroupActor] = {}
         self._ready: deque[GroupActor] = deque()  # actors with messages, in the order they got them
         self._run_scheduled = False
+        # Run after each pass over the ready actors, on the same pass (the server writes the
+        # answers they completed at once instead of a loop pass later).
+        self.after_run: list[Callable[[], None]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.cleaner = LogCleaner(
             clock,
@@ -336,6 +339,11 @@ class GroupCoordinator:
                 ready.popleft()._drain()
             except Exception:  # one actor's bug must not stall the actors queued behind it
                 log.exception("group actor failed")
+        for hook in self.after_run:
+            try:
+                hook()
+            except Exception:
+                log.exception("after-run hook failed")
 
     def actor(self, group_id: str) -> GroupActor:
         actor = self.actors.get(group_id)
