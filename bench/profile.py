@@ -39,7 +39,7 @@ TRUNK = (
     "(<frozen runpy>)",
     "(click/core.py)",
     "(kcoord/cli.py)",
-    "(kcoord/broker/app.py)",
+    "(kcoord/server/app.py)",
     "(uvloop/__init__.py)",
     "(threading.py)",
     "_worker (concurrent/futures/thread.py)",

@@ -7,7 +7,7 @@ records (default 1 M) to the first successful OffsetFetch answer.
 
 How the log is made (default, ``offline``): the records are written straight into
 ``<dir>/__consumer_offsets-<n>`` with kcoord's own storage classes, exactly as the coordinator
-appends them: ``kcoord.broker.groups.records`` (offset commit key, value v3),
+appends them: ``kcoord.classic.records`` (offset commit key, value v3),
 ``kcoord.protocol.records.build_batch`` (one uncompressed v2 batch per simulated OffsetCommit
 request of --per-batch partitions of one group) and ``kcoord.storage.log.Log`` (segments and
 indexes), each group in the coordinator partition ``partition_for`` gives it. The key space is
@@ -52,8 +52,8 @@ def build_offline(
     data_dir: Path, records: int, groups: int, per_batch: int, seed: int = 1
 ) -> tuple[str, int, int]:
     """Write ``records`` offset commits; return (probe group, probe partition, its last offset)."""
-    from kcoord.broker.groups.coordinator import OFFSETS_TOPIC, partition_for
-    from kcoord.broker.groups.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+    from kcoord.classic.coordinator import OFFSETS_TOPIC, partition_for
+    from kcoord.classic.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from kcoord.config import BrokerConfig
     from kcoord.protocol.records import build_batch, read_header
     from kcoord.storage.flush import Flusher

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from kcoord.broker.api_table import build_table
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import request_class
+from kcoord.server.api_table import build_table
 from tests.harness import BrokerProcess
 from tests.unit.logutil import decode
 from tests.wire import ApiKey, Conn, build_batch

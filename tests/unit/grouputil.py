@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kcoord.broker.groups import offsets as rules
-from kcoord.broker.groups.coordinator import GroupCoordinator
-from kcoord.broker.groups.group import ClassicGroup, GroupConfig, JoinRequest, Outcome
-from kcoord.broker.groups.member import JoinResult, SyncResult
-from kcoord.broker.groups.records import encode_key, encode_value
-from kcoord.broker.groups.store import GroupStore
+from kcoord.classic import offsets as rules
+from kcoord.classic.coordinator import GroupCoordinator
+from kcoord.classic.group import ClassicGroup, GroupConfig, JoinRequest, Outcome
+from kcoord.classic.member import JoinResult, SyncResult
+from kcoord.classic.records import encode_key, encode_value
+from kcoord.classic.store import GroupStore
 from kcoord.clock import ManualClock
 from kcoord.protocol import records as batches
 from kcoord.storage.flush import Flusher

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kcoord.broker.api_table import ApiSpec, ApiTable, build_table
-from kcoord.broker.dispatcher import CloseConnection, Dispatcher
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, null_violation, request_class, response_class
+from kcoord.server.api_table import ApiSpec, ApiTable, build_table
+from kcoord.server.dispatcher import CloseConnection, Dispatcher
 from tests.wire import request_header
 
 TABLE = build_table()

@@ -21,10 +21,10 @@ from kcoord.config import BrokerConfig, build_config, kafka_name, load_toml, par
 def served(monkeypatch: pytest.MonkeyPatch) -> list[BrokerConfig]:
     """Run ``kcoord serve`` in-process up to the point where it would start the broker."""
     got: list[BrokerConfig] = []
-    import kcoord.broker.app
     import kcoord.logsetup
+    import kcoord.server.app
 
-    monkeypatch.setattr(kcoord.broker.app, "run_broker", got.append)
+    monkeypatch.setattr(kcoord.server.app, "run_broker", got.append)
     monkeypatch.setattr(kcoord.logsetup, "configure_logging", lambda *a, **k: None)
     for name in list(os.environ):
         if name.startswith("KCOORD_"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kcoord.broker.fetch_sessions import EVICTION_MS, CachedPartition, FetchSession, FetchSessionCache
 from kcoord.clock import ManualClock
+from kcoord.dataplane.fetch_sessions import EVICTION_MS, CachedPartition, FetchSession, FetchSessionCache
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 

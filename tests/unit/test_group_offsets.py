@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.broker.groups import offsets as rules
-from kcoord.broker.groups.group import GroupConfig, GroupState
+from kcoord.classic import offsets as rules
+from kcoord.classic.group import GroupConfig, GroupState
 from kcoord.protocol.errors import ErrorCode as E
 from tests.unit.grouputil import Harness
 from tests.unit.test_group_state import settle

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.protocol.api_data import ApiData
 
-from kcoord.broker.groups import records as R
+from kcoord.classic import records as R
 
 
 def _data_class(name: str) -> type:

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kcoord.broker.groups import offsets as rules
-from kcoord.broker.groups.group import GroupConfig, GroupState, Outcome
-from kcoord.broker.groups.store import GroupStore
+from kcoord.classic import offsets as rules
+from kcoord.classic.group import GroupConfig, GroupState, Outcome
+from kcoord.classic.store import GroupStore
 from tests.unit.grouputil import Harness
 
 GROUPS = ["g1", "g2", "g3"]

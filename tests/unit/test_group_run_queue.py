@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kcoord.broker.groups.coordinator import GroupCoordinator
-from kcoord.broker.partitions import PartitionManager
+from kcoord.classic.coordinator import GroupCoordinator
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.storage.flush import Flusher
 
 

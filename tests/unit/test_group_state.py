@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.broker.groups.group import GroupConfig, GroupState
-from kcoord.broker.groups.records import GroupMetadataKey
+from kcoord.classic.group import GroupConfig, GroupState
+from kcoord.classic.records import GroupMetadataKey
 from kcoord.protocol.errors import ErrorCode as E
 from tests.unit.grouputil import Harness, subscription
 
@@ -249,7 +249,7 @@ def test_records_written_match_kafka_points(h: Harness) -> None:
     h.leave(G, (m, None))
     kinds = []
     for hdr, data in h.log.batches():
-        from kcoord.broker.groups.records import decode_record
+        from kcoord.classic.records import decode_record
         from kcoord.protocol.records import iter_records
 
         for _o, _t, k, v in iter_records(data, hdr):

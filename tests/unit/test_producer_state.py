@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcoord.broker.producer_state import CACHED_BATCHES, INT32_MAX, ProducerStateTable
+from kcoord.dataplane.producer_state import CACHED_BATCHES, INT32_MAX, ProducerStateTable
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from tests.wire import build_batch

@@ -11,10 +11,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcoord.broker.groups import records as R
-from kcoord.broker.groups.coordinator import GroupCoordinator
-from kcoord.broker.groups.group import GroupConfig
-from kcoord.broker.groups.store import GroupStore
+from kcoord.classic import records as R
+from kcoord.classic.coordinator import GroupCoordinator
+from kcoord.classic.group import GroupConfig
+from kcoord.classic.store import GroupStore
 from kcoord.protocol.records import build_batch, read_header
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kcoord.broker.reply import Reply, from_future, reply_with
+from kcoord.apis.reply import Reply, from_future, reply_with
 
 
 def _sink() -> tuple[list[Any], Any]:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.broker.groups.group import GroupConfig
-from kcoord.broker.groups.records import decode_record, encode_key, encode_value
-from kcoord.broker.groups.store import GroupStore
-from kcoord.broker.share.assignor import assign
-from kcoord.broker.share.group import ShareGroup
+from kcoord.classic.group import GroupConfig
+from kcoord.classic.records import decode_record, encode_key, encode_value
+from kcoord.classic.store import GroupStore
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.share.assignor import assign
+from kcoord.share.group import ShareGroup
 
 T1, T2 = uuid.uuid4(), uuid.uuid4()
 TOPICS = {"t1": (T1, 6), "t2": (T2, 2)}
@@ -136,8 +136,8 @@ def test_epoch_and_configs_survive_a_replay(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["earliest", "latest", "by_duration:PT1H", "by_duration:P2DT3H4M5.5S"])
 def test_auto_offset_reset_values(value: str) -> None:
-    from kcoord.broker.share.config import validate_group_configs
     from kcoord.config import BrokerConfig
+    from kcoord.share.config import validate_group_configs
 
     validate_group_configs({"share.auto.offset.reset": value}, BrokerConfig())
 
@@ -152,8 +152,8 @@ def test_auto_offset_reset_values(value: str) -> None:
     ],
 )
 def test_invalid_group_configs(configs: dict[str, str]) -> None:
-    from kcoord.broker.share.config import InvalidGroupConfig, validate_group_configs
     from kcoord.config import BrokerConfig
+    from kcoord.share.config import InvalidGroupConfig, validate_group_configs
 
     with pytest.raises(InvalidGroupConfig):
         validate_group_configs(configs, BrokerConfig())

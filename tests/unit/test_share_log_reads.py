@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from kcoord.broker.share.coordinator import FIRST_READ_BYTES, _LogBatches
-from kcoord.broker.share.partition import SharePartition, SharePartitionConfig
+from kcoord.share.coordinator import FIRST_READ_BYTES, _LogBatches
+from kcoord.share.partition import SharePartition, SharePartitionConfig
 from kcoord.storage.log import Log
 from tests.unit.logutil import T0, append, decode, open_log
 

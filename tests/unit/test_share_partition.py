@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kcoord.broker.share import records as R
-from kcoord.broker.share.durability import DurableView
-from kcoord.broker.share.inflight import RecordState
-from kcoord.broker.share.partition import AckType, SharePartition, SharePartitionConfig
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.share import records as R
+from kcoord.share.durability import DurableView
+from kcoord.share.inflight import RecordState
+from kcoord.share.partition import AckType, SharePartition, SharePartitionConfig
 
 TID = uuid.UUID("6f1c1a43-7f0b-4f43-9a57-5a8a3b0c1d2e")
 G = "G1"

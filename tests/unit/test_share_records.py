@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcoord.broker.share import records as R
+from kcoord.share import records as R
 
 TID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 

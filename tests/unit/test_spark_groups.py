@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.broker.groups import offsets as rules
-from kcoord.broker.groups.group import GroupConfig, GroupState
+from kcoord.classic import offsets as rules
+from kcoord.classic.group import GroupConfig, GroupState
 from tests.unit.grouputil import Harness
 
 RETENTION = 7 * 24 * 3_600_000  # offsets.retention.minutes default

@@ -1,0 +1,369 @@
+"""DescribeConfigs (key 32, v1-v4) for TOPIC and BROKER resources; IncrementalAlterConfigs (key 44,
+v0-v1) for TOPIC resources.
+
+Behaviour / version notes:
+- TOPIC: every Kafka topic config with its effective value; source DYNAMIC_TOPIC_CONFIG when
+  set on the topic, STATIC_BROKER_CONFIG when a broker setting changed the default, else
+  DEFAULT_CONFIG; synonyms (v1+, on request) list the topic and broker levels; ConfigType and
+  documentation (v3+) from Kafka's definitions; unknown topic: UNKNOWN_TOPIC_OR_PARTITION;
+- BROKER: named by this node's id, every broker setting under its Kafka name, read-only
+  (there are no dynamic broker configs); the cluster-default resource (empty name) has none;
+  another broker id is INVALID_REQUEST;
+- GROUP: the share.* group configs (share/config.py), GROUP_CONFIG when the group overrides them,
+  else DEFAULT_CONFIG; the group need not exist (as Kafka);
+- other resource types (BROKER_LOGGER, CLIENT_METRICS) are INVALID_REQUEST (SKIPPED.md);
+- IncrementalAlterConfigs: SET, DELETE, and APPEND/SUBTRACT on list configs, validated like
+  CreateTopics' configs (INVALID_CONFIG); each resource succeeds or fails as a whole; ValidateOnly
+  changes nothing; broker configs are static (INVALID_REQUEST), as are internal topics'; group
+  configs are validated against the broker's share bounds (INVALID_CONFIG) and written to the
+  group's coordinator log before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcoord.apis.groups import future_responder
+from kcoord.apis.topics import CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, _source
+from kcoord.classic.group import Outcome
+from kcoord.classic.records import GroupConfigKey, GroupConfigValue
+from kcoord.config import BrokerConfig, kafka_name
+from kcoord.dataplane.topic_config import (
+    TOPIC_CONFIGS,
+    TYPE_BOOLEAN,
+    TYPE_INT,
+    TYPE_LIST,
+    TYPE_STRING,
+    effective,
+)
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.share.config import (
+    GROUP_CONFIGS,
+    InvalidGroupConfig,
+    effective_group_config,
+    validate_group_configs,
+)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+CONFIG_SOURCE_GROUP = 8
+
+_Resp = response_class(ApiKey.DescribeConfigs)
+_Result = _Resp.DescribeConfigsResult
+_Entry = _Result.DescribeConfigsResourceResult
+_Synonym = _Entry.DescribeConfigsSynonym
+
+
+def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    results = []
+    for res in req.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        if res.resource_type == RESOURCE_TOPIC:
+            results.append(_describe_topic(broker, res, keys, req, v))
+        elif res.resource_type == RESOURCE_BROKER:
+            results.append(_describe_broker(broker, res, keys, req, v))
+        elif res.resource_type == RESOURCE_GROUP:
+            results.append(_describe_group(broker, res, keys, req))
+        else:
+            results.append(
+                _error(
+                    res,
+                    ErrorCode.INVALID_REQUEST,
+                    f"kcoord does not describe resource type {res.resource_type}",
+                )
+            )
+    return _Resp(throttle_time_ms=0, results=results)
+
+
+def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> Any:
+    """Every group config: GROUP_CONFIG when the group overrides it, else the broker default."""
+    configs = broker.groups.store_for(res.resource_name).group_configs.get(res.resource_name, {})
+    entries = []
+    for name, d in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        overridden = name in configs
+        synonyms = []
+        if req.include_synonyms:
+            if overridden:
+                synonyms.append(_Synonym(name=name, value=configs[name], source=CONFIG_SOURCE_GROUP))
+            if d.synonym is not None:
+                synonyms.append(
+                    _Synonym(name=d.synonym, value=d.default(broker.config), source=CONFIG_SOURCE_DEFAULT)
+                )
+        entries.append(
+            _Entry(
+                name=name,
+                value=effective_group_config(name, configs, broker.config),
+                read_only=False,
+                config_source=CONFIG_SOURCE_GROUP if overridden else CONFIG_SOURCE_DEFAULT,
+                is_default=not overridden,
+                is_sensitive=False,
+                synonyms=synonyms,
+                config_type=d.config_type,
+                documentation=d.doc if req.include_documentation else None,
+            )
+        )
+    return _result(res, entries)
+
+
+def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
+    topic = broker.partitions.get(res.resource_name)
+    if topic is None:
+        return _error(res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist")
+    cfg = broker.config
+    entries = []
+    for name in sorted(TOPIC_CONFIGS):
+        if keys is not None and name not in keys:
+            continue
+        d = TOPIC_CONFIGS[name]
+        source = _source(name, topic.configs, cfg)
+        synonyms = []
+        if req.include_synonyms:
+            if name in topic.configs:
+                synonyms.append(_Synonym(name=name, value=topic.configs[name], source=1))
+            if d.synonym is not None:
+                field = d.synonym.replace(".", "_")
+                if field in BrokerConfig.model_fields:
+                    synonyms.append(
+                        _Synonym(
+                            name=d.synonym,
+                            value=_str(getattr(cfg, field)),
+                            source=CONFIG_SOURCE_STATIC_BROKER
+                            if source != CONFIG_SOURCE_DEFAULT or name in topic.configs
+                            else CONFIG_SOURCE_DEFAULT,
+                        )
+                    )
+        entries.append(
+            _Entry(
+                name=name,
+                value=effective(name, topic.configs, cfg),
+                read_only=False,
+                config_source=source,
+                is_default=source == CONFIG_SOURCE_DEFAULT,
+                is_sensitive=False,
+                synonyms=synonyms,
+                config_type=d.config_type,
+                documentation=d.doc if req.include_documentation else None,
+            )
+        )
+    return _result(res, entries)
+
+
+def _describe_broker(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
+    if res.resource_name == "":
+        return _result(res, [])  # the cluster default: no dynamic broker configs exist
+    if res.resource_name != str(broker.node_id):
+        return _error(res, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
+    cfg = broker.config
+    explicit = cfg.model_fields_set
+    entries = []
+    for field, info in BrokerConfig.model_fields.items():
+        name = kafka_name(field)
+        if keys is not None and name not in keys:
+            continue
+        source = CONFIG_SOURCE_STATIC_BROKER if field in explicit else CONFIG_SOURCE_DEFAULT
+        value = getattr(cfg, field)
+        entries.append(
+            _Entry(
+                name=name,
+                value=_str(value),
+                read_only=True,
+                config_source=source,
+                is_default=source == CONFIG_SOURCE_DEFAULT,
+                is_sensitive=False,
+                synonyms=[_Synonym(name=name, value=_str(value), source=source)]
+                if req.include_synonyms
+                else [],
+                config_type=_type_of(info.annotation),
+                documentation=info.description if req.include_documentation else None,
+            )
+        )
+    return _result(res, entries)
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _type_of(annotation: Any) -> int:
+    if annotation is bool:
+        return TYPE_BOOLEAN
+    if annotation is int or annotation == (int | None):
+        return TYPE_INT
+    if annotation is list:
+        return TYPE_LIST
+    return TYPE_STRING
+
+
+def _result(res: Any, entries: list[Any], code: int = 0, message: str | None = None) -> Any:
+    return _Result(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=entries,
+    )
+
+
+def _error(res: Any, code: int, message: str) -> Any:
+    return _result(res, [], code, message)
+
+
+def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _Resp(throttle_time_ms=0, results=[_error(r, code, message or "") for r in req.resources])
+
+
+# --- IncrementalAlterConfigs -------------------------------------------------------------------
+_IResp = response_class(ApiKey.IncrementalAlterConfigs)
+_IResult = _IResp.AlterConfigsResourceResponse
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[str, str | None]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of the explicit configs (Kafka's semantics)."""
+    out: dict[str, str | None] = dict(current)
+    seen: set[str] = set()
+    for c in changes:
+        if c.name in seen:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"config {c.name} is altered more than once")
+        seen.add(c.name)
+        d = TOPIC_CONFIGS.get(c.name)
+        if d is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if c.config_operation == OP_SET:
+            out[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            out.pop(c.name, None)
+        elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+            if d.config_type != TYPE_LIST:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+            items = [x for x in effective(c.name, current, broker.config).split(",") if x]
+            given = [x for x in (c.value or "").split(",") if x]
+            if c.config_operation == OP_APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            out[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return out
+
+
+def _alter_group(broker: Any, res: Any, validate_only: bool) -> Any:
+    """New group config overrides, persisted through the group's actor (record type 103)."""
+    gid = res.resource_name
+    if not gid:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group id")
+    configs = dict(broker.groups.store_for(gid).group_configs.get(gid, {}))
+    seen: set[str] = set()
+    for c in res.configs:
+        if c.name in seen:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"config {c.name} is altered more than once")
+        seen.add(c.name)
+        if c.name not in GROUP_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {c.name}")
+        if c.config_operation == OP_SET and c.value is not None:
+            configs[c.name] = c.value
+        elif c.config_operation == OP_DELETE or (c.config_operation == OP_SET and c.value is None):
+            configs.pop(c.name, None)
+        else:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+    try:
+        validate_group_configs(configs, broker.config)
+    except InvalidGroupConfig as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if validate_only:
+        return None
+    fut, respond = future_responder()
+    value = GroupConfigValue(tuple(sorted(configs.items()))) if configs else None
+
+    def op(_group: Any, now: int) -> Outcome:
+        out = Outcome()
+        out.records.append((GroupConfigKey(gid), value))
+        out.respond(respond, None)
+        return out
+
+    broker.groups.actor(gid).tell(op)
+    return fut
+
+
+def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
+    results: list[tuple[Any, int, str | None]] = []
+    pending = []
+    for res in req.resources:
+        try:
+            if res.resource_type == RESOURCE_GROUP:
+                fut = _alter_group(broker, res, req.validate_only)
+                if fut is not None:
+                    pending.append(fut)
+                results.append((res, 0, None))
+                continue
+            if res.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"kcoord cannot alter configs of resource type {res.resource_type}",
+                )
+            topic = broker.partitions.get(res.resource_name)
+            if topic is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist"
+                )
+            if topic.internal:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"configs of internal topic {topic.name} are fixed"
+                )
+            new = broker.partitions.validate_configs(_altered(topic.configs, res.configs, broker))
+            if not req.validate_only:
+                broker.partitions.alter_topic_configs(topic, new)
+        except KafkaError as e:
+            results.append((res, e.code, e.message))
+            continue
+        results.append((res, 0, None))
+
+    def build() -> Any:
+        return _IResp(
+            throttle_time_ms=0,
+            responses=[
+                _IResult(
+                    error_code=code,
+                    error_message=msg,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r, code, msg in results
+            ],
+        )
+
+    if not pending:
+        return build()
+
+    async def after_durable() -> Any:
+        for fut in pending:
+            await fut
+        return build()
+
+    return after_durable()
+
+
+def incremental_alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _IResp(
+        throttle_time_ms=0,
+        responses=[
+            _IResult(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ],
+    )

@@ -1,0 +1,264 @@
+"""Fetch (key 1), v4-v18, for consumers.
+
+Behaviour / version notes:
+- whole batches from the fetch offset up to the high watermark (read_uncommitted) or the last
+  stable offset (read_committed; equal here, as there are no transactions, and
+  AbortedTransactions is an empty list rather than null); at least one batch for the first
+  partition with data even above MaxBytes (KIP-74), then PartitionMaxBytes / MaxBytes limits;
+- long poll: with fewer than MinBytes available the answer waits up to MaxWaitMs and is woken
+  as soon as the high watermark of a requested partition moves, or the broker shuts down;
+- incremental fetch sessions (v7+), see fetch_sessions; v13+ names topics by id
+  (UNKNOWN_TOPIC_ID for ids not known, FETCH_SESSION_TOPIC_ID_ERROR for sessions mixing both);
+- CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
+  OFFSET_OUT_OF_RANGE; this broker is never a follower and has no preferred read replica;
+- the follower-only fields (ReplicaState, ReplicaDirectoryId, follower HighWatermark, v15+/v17+/
+  v18) have no effect: kcoord has no replicas, so requests carrying them are served as
+  consumer fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from kcoord.dataplane.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.storage.log import OffsetOutOfRange
+
+_Resp = response_class(ApiKey.Fetch)
+_TopicResp = _Resp.FetchableTopicResponse
+_PartData = _TopicResp.PartitionData
+
+READ_COMMITTED = 1
+_INT32_MAX = 0x7FFFFFFF
+
+
+class _Read:
+    __slots__ = ("error", "hw", "log_start", "lso", "records")
+
+    def __init__(
+        self, error: int, hw: int = -1, lso: int = -1, log_start: int = -1, records: Any = b""
+    ) -> None:
+        self.error = error
+        self.hw = hw
+        self.lso = lso
+        self.log_start = log_start
+        self.records = records
+
+
+def handle(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    uses_ids = v >= 13
+    cache = broker.fetch_sessions
+    requested: list[tuple[PartitionKey, int, int, int]] = []
+    for t in req.topics:
+        topic_key = t.topic_id if uses_ids else t.topic
+        for p in t.partitions:
+            requested.append(
+                (
+                    (topic_key, p.partition),
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch if v >= 9 else -1,
+                )
+            )
+    forgotten = []
+    if v >= 7:
+        for f in req.forgotten_topics_data:
+            topic_key = f.topic_id if uses_ids else f.topic
+            forgotten.extend((topic_key, p) for p in f.partitions)
+
+    session: FetchSession | None = None
+    create_session = False
+    sid, epoch = (req.session_id, req.session_epoch) if v >= 7 else (0, FINAL_EPOCH)
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if sid:
+            cache.remove(sid)
+        create_session = epoch == INITIAL_EPOCH
+        plan = [(key, off, mb, le) for key, off, mb, le in requested]
+    else:
+        session = cache.get(sid)
+        if session is None:
+            return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_ids:
+            return _session_error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        session.update(requested, forgotten)
+        if not session.partitions:
+            cache.remove(session.id)
+            session = None
+            plan = []
+        else:
+            cache.touch(session)
+            session.epoch = 1 if session.epoch == _INT32_MAX else session.epoch + 1
+            plan = [
+                (key, c.fetch_offset, c.max_bytes, c.current_leader_epoch)
+                for key, c in session.partitions.items()
+            ]
+
+    isolation = req.isolation_level
+    max_bytes = req.max_bytes if v >= 3 else _INT32_MAX
+    reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
+
+    def finish(rs):
+        return _respond(broker, plan, rs, session, create_session, uses_ids, isolation)
+
+    if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
+        return finish(reads)
+    return _long_poll(broker, req, plan, uses_ids, isolation, max_bytes, finish)
+
+
+async def _long_poll(
+    broker: Any, req: Any, plan: list, uses_ids: bool, isolation: int, max_bytes: int, finish: Any
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
+    while True:
+        parts = [p for p in (_resolve(broker, key, uses_ids)[1] for key, *_ in plan) if p is not None]
+        fut: asyncio.Future[None] = loop.create_future()
+        for p in parts:
+            p.add_waiter(fut)
+        broker.server.wake_on_stop(fut)  # a shutdown answers with what is there, without waiting
+        try:
+            remaining = deadline - loop.time()
+            if remaining > 0 and not broker.server.stopping:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(fut), remaining)
+        finally:
+            for p in parts:
+                p.remove_waiter(fut)
+            broker.server.forget_stop_waiter(fut)
+        reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
+        if total >= req.min_bytes or any_error or loop.time() >= deadline or broker.server.stopping:
+            return finish(reads)
+
+
+def _resolve(broker: Any, key: PartitionKey, uses_ids: bool) -> tuple[int, Any]:
+    topic_key, index = key
+    pm = broker.partitions
+    topic = pm.get_by_id(topic_key) if uses_ids else pm.get(topic_key)
+    if topic is None:
+        return (ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if not 0 <= index < len(topic.partitions):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    return 0, topic.partitions[index]
+
+
+def _read_all(
+    broker: Any, plan: list, uses_ids: bool, isolation: int, max_bytes: int
+) -> tuple[list[_Read], int, bool]:
+    reads = []
+    remaining = max_bytes
+    min_one = True
+    total = 0
+    any_error = False
+    for key, offset, part_max, leader_epoch in plan:
+        error, part = _resolve(broker, key, uses_ids)
+        if part is None:
+            reads.append(_Read(error))
+            any_error = True
+            continue
+        if leader_epoch > part.leader_epoch:
+            reads.append(_Read(ErrorCode.UNKNOWN_LEADER_EPOCH))
+            any_error = True
+            continue
+        if 0 <= leader_epoch < part.leader_epoch:
+            reads.append(_Read(ErrorCode.FENCED_LEADER_EPOCH))
+            any_error = True
+            continue
+        hw = part.high_watermark
+        lso = part.last_stable_offset
+        limit = lso if isolation == READ_COMMITTED else hw
+        try:
+            data = part.log.read(offset, max(0, min(part_max, remaining)), limit, min_one, copy=False)
+        except OffsetOutOfRange:
+            reads.append(_Read(ErrorCode.OFFSET_OUT_OF_RANGE))
+            any_error = True
+            continue
+        if data:
+            min_one = False
+            remaining -= len(data)
+            total += len(data)
+        reads.append(_Read(0, hw, lso, part.log_start_offset, data))
+    return reads, total, any_error
+
+
+def _respond(
+    broker: Any,
+    plan: list,
+    reads: list[_Read],
+    session: FetchSession | None,
+    create: bool,
+    uses_ids: bool,
+    isolation: int,
+) -> Any:
+    session_id = 0
+    keep = [True] * len(plan)
+    if session is not None:
+        session_id = session.id
+        answered = []
+        for i, ((key, *_), r) in enumerate(zip(plan, reads, strict=True)):
+            if session.must_respond(session.partitions[key], r.error, r.hw, r.log_start, bool(r.records)):
+                answered.append(key)
+            else:
+                keep[i] = False
+        session.rotate(answered)
+    elif create:
+        new = broker.fetch_sessions.maybe_create(uses_ids)
+        if new is not None:
+            session_id = new.id
+            new.update([(key, off, mb, le) for key, off, mb, le in plan], [])
+            for (key, *_), r in zip(plan, reads, strict=True):
+                new.must_respond(new.partitions[key], r.error, r.hw, r.log_start, bool(r.records))
+
+    aborted = [] if isolation == READ_COMMITTED else None
+    topics: list[FetchTopic] = []
+    last_topic = object()
+    for i, ((topic_key, index), *_rest) in enumerate(plan):
+        if not keep[i]:
+            continue
+        r = reads[i]
+        if topic_key != last_topic:
+            topics.append((None, topic_key, []) if uses_ids else (topic_key, None, []))
+            last_topic = topic_key
+        topics[-1][2].append(
+            (index, r.error, r.hw, r.lso, r.log_start, aborted if not r.error else None, -1, r.records)
+        )
+    return FetchAnswer(topics, 0, session_id)
+
+
+def _session_error(code: int) -> Any:
+    return _Resp(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
+
+
+def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    uses_ids = version >= 13
+    return _Resp(
+        throttle_time_ms=0,
+        error_code=code if version >= 7 else 0,
+        session_id=0,
+        responses=[
+            _TopicResp(
+                topic=None if uses_ids else t.topic,
+                topic_id=t.topic_id if uses_ids else None,
+                partitions=[
+                    _PartData(
+                        partition_index=p.partition,
+                        error_code=code,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=b"",
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )

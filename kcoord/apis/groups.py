@@ -1,0 +1,473 @@
+"""Classic group APIs: FindCoordinator (10, v0-v6), JoinGroup (11, v0-v9), Heartbeat (12, v0-v4),
+LeaveGroup (13, v0-v5), SyncGroup (14, v0-v5), DescribeGroups (15, v0-v6), ListGroups (16,
+v0-v5), DeleteGroups (42, v0-v2).
+
+Behaviour / version notes:
+- FindCoordinator: key type GROUP answers with this broker (batched keys from v4); TRANSACTION
+  and SHARE keys are INVALID_REQUEST (no transaction or share-state coordinator here);
+- group ids: empty (or null) is INVALID_GROUP_ID for Join/Sync/Heartbeat/Leave (KIP-289);
+  DescribeGroups and DeleteGroups take "" like any group id, as Kafka does, so that the offsets
+  standalone consumers stored under it can be inspected and deleted; an unknown group is
+  UNKNOWN_MEMBER_ID for Sync/Heartbeat/Leave and for a JoinGroup naming a member id;
+- JoinGroup: MEMBER_ID_REQUIRED only from v4; v0 has no rebalance timeout (the session timeout
+  is used); static membership from v5; the leader's response lists the members' metadata;
+  SkipAssignment (v9) is set for a static leader that rejoined without a rebalance;
+- SyncGroup checks ProtocolType/ProtocolName (v5+: INCONSISTENT_GROUP_PROTOCOL);
+- LeaveGroup: v0-v2 leave one member (error at the top level), v3+ a batch with per-member
+  errors, including removal by group.instance.id alone (the admin client's removeMembers);
+- DescribeGroups: an unknown group is Dead (v6: GROUP_ID_NOT_FOUND); metadata and assignment
+  bytes are shown for Stable groups, as Kafka does; client host as Kafka prints it ("/1.2.3.4");
+- ListGroups: every group that exists, standalone ones included; state (v4+) and type (v5+)
+  filters, case-insensitive;
+- DeleteGroups: NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups;
+  tombstones for every offset and for the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kcoord.apis.reply import Reply, from_future, reply_with
+from kcoord.classic import offsets as offset_rules
+from kcoord.classic.group import ClassicGroup, GroupState, JoinRequest, Outcome
+from kcoord.classic.member import JoinResult, Responder, SyncResult
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.share.group import ShareGroup
+
+KEY_TYPE_GROUP = 0
+GROUP_OPERATIONS = {3, 6, 8}  # READ, DELETE, DESCRIBE
+
+
+def future_responder() -> tuple[asyncio.Future[Any], Responder]:
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(value: Any) -> None:
+        if fut.done():
+            return
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
+
+    return fut, respond
+
+
+def is_share_group(broker: Any, group_id: str) -> bool:
+    """Classic APIs answer GROUP_ID_NOT_FOUND for share groups ("not a classic group")."""
+    return broker.groups.store_for(group_id).group_type(group_id) == "share"
+
+
+def client_host(ctx: Any) -> str:
+    return "/" + ctx.client_host
+
+
+# --- FindCoordinator ---------------------------------------------------------------------------
+_FResp = response_class(ApiKey.FindCoordinator)
+
+
+def handle_find_coordinator(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    ep = broker.advertised(ctx.listener)
+    key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
+    if key_type == KEY_TYPE_GROUP:
+        error, message, node, host, port = 0, None, broker.node_id, ep.host, ep.port
+    else:
+        error, message, node, host, port = (
+            ErrorCode.INVALID_REQUEST,
+            f"kcoord has no coordinator for key type {key_type}",
+            -1,
+            "",
+            -1,
+        )
+    if v < 4:
+        return _FResp(
+            throttle_time_ms=0,
+            error_code=error,
+            error_message=message if error else None,
+            node_id=node,
+            host=host,
+            port=port,
+        )
+    return _FResp(
+        throttle_time_ms=0,
+        coordinators=[
+            _FResp.Coordinator(
+                key=k, node_id=node, host=host, port=port, error_code=error, error_message=message
+            )
+            for k in req.coordinator_keys
+        ],
+    )
+
+
+def find_coordinator_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    if version < 4:
+        return _FResp(
+            throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1
+        )
+    return _FResp(
+        throttle_time_ms=0,
+        coordinators=[
+            _FResp.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+            for k in req.coordinator_keys
+        ],
+    )
+
+
+# --- JoinGroup ---------------------------------------------------------------------------------
+_JResp = response_class(ApiKey.JoinGroup)
+
+
+def _join_response(r: JoinResult, version: int) -> Any:
+    return _JResp(
+        throttle_time_ms=0,
+        error_code=r.error,
+        generation_id=r.generation,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name if version >= 7 or r.protocol_name is not None else "",
+        leader=r.leader,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[
+            _JResp.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=md)
+            for m, i, md in r.members
+        ],
+    )
+
+
+def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if not req.group_id:
+        return _join_response(JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id or ""), v)
+    if is_share_group(broker, req.group_id):
+        return _join_response(JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, req.member_id or ""), v)
+    join = JoinRequest(
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 5 else None,
+        client_id=ctx.client_id or "",
+        client_host=client_host(ctx),
+        session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=v >= 4,
+    )
+    reply, respond = reply_with(lambda r: _join_response(r, v))
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        if group is None:
+            out = Outcome()
+            out.respond(respond, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, join.member_id))
+            return out
+        return group.join(join, respond, now)
+
+    broker.groups.actor(req.group_id).tell(op, create=join.member_id == "")
+    return reply
+
+
+def _await(fut: asyncio.Future[Any], build: Any) -> Reply:
+    """The response ``build(result)`` once ``fut`` is done, without a Task per request."""
+    return from_future(fut, build)
+
+
+def join_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _join_response(JoinResult(code, req.member_id or ""), version)
+
+
+# --- SyncGroup ---------------------------------------------------------------------------------
+_SResp = response_class(ApiKey.SyncGroup)
+
+
+def _sync_response(r: SyncResult) -> Any:
+    return _SResp(
+        throttle_time_ms=0,
+        error_code=r.error,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=r.assignment,
+    )
+
+
+def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if not req.group_id:
+        return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
+    if is_share_group(broker, req.group_id):
+        return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    reply, respond = reply_with(_sync_response)
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        if group is None:
+            out = Outcome()
+            out.respond(respond, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            return out
+        return group.sync(
+            req.member_id,
+            req.group_instance_id if v >= 3 else None,
+            req.generation_id,
+            req.protocol_type if v >= 5 else None,
+            req.protocol_name if v >= 5 else None,
+            assignments,
+            respond,
+            now,
+        )
+
+    broker.groups.actor(req.group_id).tell(op)
+    return reply
+
+
+def sync_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _sync_response(SyncResult(code))
+
+
+# --- Heartbeat ---------------------------------------------------------------------------------
+_HResp = response_class(ApiKey.Heartbeat)
+
+
+def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if not req.group_id:
+        return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+    if is_share_group(broker, req.group_id):
+        return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
+    reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
+    instance = req.group_instance_id if v >= 3 else None
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        out = Outcome()
+        code = (
+            ErrorCode.UNKNOWN_MEMBER_ID
+            if group is None
+            else group.heartbeat(req.member_id, instance, req.generation_id, now)
+        )
+        out.respond(respond, code)
+        return out
+
+    broker.groups.actor(req.group_id).tell(op)
+    return reply
+
+
+def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _HResp(throttle_time_ms=0, error_code=code)
+
+
+# --- LeaveGroup --------------------------------------------------------------------------------
+_LResp = response_class(ApiKey.LeaveGroup)
+
+
+def handle_leave(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if v >= 3:
+        identities = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        identities = [(req.member_id, None)]
+    if not req.group_id:
+        return leave_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    if is_share_group(broker, req.group_id):
+        return leave_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
+    fut, respond = future_responder()
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        if group is None:
+            out = Outcome()
+            out.respond(respond, [ErrorCode.UNKNOWN_MEMBER_ID] * len(identities))
+            return out
+        out, errors = group.leave(identities, now)
+        out.respond(respond, errors)
+        return out
+
+    broker.groups.actor(req.group_id).tell(op)
+
+    def build(errors: list[int]) -> Any:
+        if v < 3:
+            return _LResp(throttle_time_ms=0, error_code=errors[0] if errors else 0)
+        return _LResp(
+            throttle_time_ms=0,
+            error_code=0,
+            members=[
+                _LResp.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+                for (m, i), e in zip(identities, errors, strict=True)
+            ],
+        )
+
+    return _await(fut, build)
+
+
+def leave_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    if version < 3:
+        return _LResp(throttle_time_ms=0, error_code=code)
+    return _LResp(throttle_time_ms=0, error_code=code, members=[])
+
+
+# --- DescribeGroups ----------------------------------------------------------------------------
+_DResp = response_class(ApiKey.DescribeGroups)
+_Described = _DResp.DescribedGroup
+_DMember = _Described.DescribedGroupMember
+
+
+def describe_group(group: ClassicGroup | None, group_id: str, version: int, include_ops: bool) -> Any:
+    ops = GROUP_OPERATIONS if include_ops else None
+    if group is None or group.is_in(GroupState.DEAD):
+        return _Described(
+            error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else 0,
+            error_message=f"Group {group_id} not found." if version >= 6 else None,
+            group_id=group_id,
+            group_state=GroupState.DEAD.value,
+            protocol_type="",
+            protocol_data="",
+            members=[],
+            authorized_operations=ops,
+        )
+    stable = group.is_in(GroupState.STABLE)
+    return _Described(
+        error_code=0,
+        error_message=None,
+        group_id=group_id,
+        group_state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=(group.protocol_name or "") if stable else "",
+        members=[
+            _DMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ],
+        authorized_operations=ops,
+    )
+
+
+def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    include_ops = v >= 3 and req.include_authorized_operations
+    gc = broker.groups
+    return _DResp(
+        throttle_time_ms=0,
+        groups=[describe_group(gc.shard_for(gid).store.get(gid), gid, v, include_ops) for gid in req.groups],
+    )
+
+
+def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _DResp(
+        throttle_time_ms=0,
+        groups=[
+            _Described(
+                error_code=code,
+                error_message=message,
+                group_id=gid,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=[],
+                authorized_operations=None,
+            )
+            for gid in req.groups
+        ],
+    )
+
+
+# --- ListGroups --------------------------------------------------------------------------------
+_LGResp = response_class(ApiKey.ListGroups)
+
+
+def handle_list(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    states = {s.lower() for s in req.states_filter} if v >= 4 and req.states_filter else None
+    types = {t.lower() for t in req.types_filter} if v >= 5 and req.types_filter else None
+    listed = []
+    for g in broker.groups.all_groups():
+        if g.is_in(GroupState.DEAD):
+            continue
+        if states is not None and g.state.value.lower() not in states:
+            continue
+        if types is not None and "classic" not in types:
+            continue
+        listed.append(
+            _LGResp.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+                group_type="classic",
+            )
+        )
+    for sg in broker.groups.all_share_groups():
+        if sg.dead or (states is not None and sg.state.lower() not in states):
+            continue
+        if types is not None and "share" not in types:
+            continue
+        listed.append(
+            _LGResp.ListedGroup(
+                group_id=sg.group_id, protocol_type="share", group_state=sg.state, group_type="share"
+            )
+        )
+    return _LGResp(throttle_time_ms=0, error_code=0, groups=listed)
+
+
+def list_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _LGResp(throttle_time_ms=0, error_code=code, groups=[])
+
+
+# --- DeleteGroups ------------------------------------------------------------------------------
+_DGResp = response_class(ApiKey.DeleteGroups)
+
+
+def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
+    results: list[tuple[str, asyncio.Future[Any] | int]] = []
+    for gid in req.groups_names:
+        # KIP-289 as DESIGN.md and the issue specify it: "" is refused like null. (Kafka 4 itself
+        # still deletes "" "for backwards compatibility"; kcoord follows its own spec here.)
+        if not gid:
+            results.append((gid, ErrorCode.INVALID_GROUP_ID))
+            continue
+        fut, respond = future_responder()
+        if broker.groups.store_for(gid).group_type(gid) == "share":
+
+            def share_op(group: ShareGroup | None, now: int, respond: Responder = respond) -> Outcome:
+                if group is None or group.dead:
+                    out = Outcome()
+                    out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
+                elif group.members:
+                    out = Outcome()
+                    out.respond(respond, ErrorCode.NON_EMPTY_GROUP)
+                else:
+                    out = group.delete()
+                    out.respond(respond, 0)
+                return out
+
+            broker.groups.actor(gid).tell_share(share_op)
+            results.append((gid, fut))
+            continue
+
+        def op(group: ClassicGroup | None, now: int, respond: Responder = respond) -> Outcome:
+            if group is None:
+                out = Outcome()
+                out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
+                return out
+            code, out = offset_rules.delete_group(group, now)
+            out.respond(respond, code)
+            return out
+
+        broker.groups.actor(gid).tell(op)
+        results.append((gid, fut))
+
+    async def build() -> Any:
+        out = []
+        for gid, r in results:
+            code = r if isinstance(r, int) else await r
+            out.append(_DGResp.DeletableGroupResult(group_id=gid, error_code=code))
+        return _DGResp(throttle_time_ms=0, results=out)
+
+    return build()
+
+
+def delete_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _DGResp(
+        throttle_time_ms=0,
+        results=[_DGResp.DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names],
+    )

@@ -1,0 +1,200 @@
+"""Metadata (key 3) and DescribeTopicPartitions (key 75).
+
+Behaviour / version notes:
+- one broker, leader of every partition at epoch 0, sole replica and ISR member; it advertises
+  the address of the listener the client connected to (``advertised.listeners``);
+- topics = null (v1+) lists every topic, [] none; v0's [] means all (as Kafka);
+- a requested unknown topic is created when ``auto.create.topics.enable`` and, from v4, the
+  request's AllowAutoTopicCreation agree; it is answered at once with its partitions (creation
+  is synchronous here); otherwise UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets
+  INVALID_TOPIC_EXCEPTION; v10+ entries with a non-zero topic id are looked up by id (the name
+  is ignored, as in Kafka), unknown ids answer UNKNOWN_TOPIC_ID;
+- internal topics (``__consumer_offsets``) are flagged IsInternal;
+- authorized operations: there is no authorizer, so every operation is allowed (v8+);
+- DescribeTopicPartitions pages by ResponsePartitionLimit with a cursor, as the Java admin
+  client expects; an empty topic list describes every topic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kcoord.dataplane.partitions import Topic, validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.messages import ApiKey, response_class
+
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, DESCRIBE_TOKENS 14
+TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12, 14}
+AUTHORIZED_OPS_OMITTED = -2147483648
+ZERO_UUID = uuid.UUID(int=0)
+
+_Resp = response_class(ApiKey.Metadata)
+_Broker = _Resp.MetadataResponseBroker
+_Topic = _Resp.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+
+
+def handle(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    ep = broker.advertised(ctx.listener)
+    pm = broker.partitions
+    node = broker.node_id
+    topics_out = []
+    include_ops = v >= 8 and req.include_topic_authorized_operations
+
+    if req.topics is None or (v == 0 and not req.topics):
+        wanted = [(t.name, None) for t in pm.topics.values()]
+    else:
+        wanted = [(t.name, t.topic_id if v >= 10 else None) for t in req.topics]
+
+    allow_auto = broker.config.auto_create_topics_enable and (v < 4 or req.allow_auto_topic_creation)
+    for name, topic_id in wanted:
+        by_id = topic_id is not None and topic_id != ZERO_UUID
+        if by_id or name is None:
+            # A topic id, when given, is what Kafka looks up; the name is then ignored (the Java
+            # admin client's describeTopics by id leaves it empty, not null).
+            if not by_id:
+                topics_out.append(
+                    _Topic(error_code=ErrorCode.INVALID_REQUEST, name=None, topic_id=ZERO_UUID, partitions=[])
+                )
+                continue
+            topic = pm.get_by_id(topic_id)
+            if topic is None:
+                topics_out.append(
+                    _Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[])
+                )
+                continue
+        else:
+            topic = pm.get(name)
+            if topic is None:
+                topic_or_error = _auto_create(broker, name, allow_auto)
+                if isinstance(topic_or_error, int):
+                    topics_out.append(
+                        _Topic(error_code=topic_or_error, name=name, topic_id=ZERO_UUID, partitions=[])
+                    )
+                    continue
+                topic = topic_or_error
+        topics_out.append(describe_topic(topic, node, include_ops))
+
+    resp = _Resp(
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=node, host=ep.host, port=ep.port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=node,
+        topics=topics_out,
+        error_code=0,
+    )
+    if 8 <= v <= 10:
+        resp.authorized_operations = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
+    return resp
+
+
+def _auto_create(broker: Any, name: str, allow: bool) -> Topic | int:
+    try:
+        validate_topic_name(name)
+    except KafkaError as e:
+        return e.code
+    if not allow:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        return broker.partitions.create_topic(name, broker.config.num_partitions, {})
+    except KafkaError as e:
+        if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return broker.partitions.get(name)
+        return e.code
+
+
+def describe_topic(topic: Topic, node: int, include_ops: bool) -> Any:
+    return _Topic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=[
+            _Partition(
+                error_code=0,
+                partition_index=p.index,
+                leader_id=node,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                offline_replicas=[],
+            )
+            for p in topic.partitions
+        ],
+        authorized_operations=TOPIC_OPERATIONS if include_ops else None,
+    )
+
+
+# --- DescribeTopicPartitions ------------------------------------------------------------------
+_DResp = response_class(ApiKey.DescribeTopicPartitions)
+_DTopic = _DResp.DescribeTopicPartitionsResponseTopic
+_DPartition = _DTopic.DescribeTopicPartitionsResponsePartition
+_Cursor = _DResp.Cursor
+
+
+def handle_describe_topic_partitions(broker: Any, ctx: Any, req: Any) -> Any:
+    pm = broker.partitions
+    node = broker.node_id
+    limit = max(1, req.response_partition_limit)
+    names = sorted({t.name for t in req.topics}) if req.topics else sorted(pm.topics)
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    out = []
+    remaining = limit
+    next_cursor = None
+    for name in names:
+        topic = pm.get(name)
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                validate_topic_name(name)
+            except KafkaError as e:
+                code = e.code
+            out.append(_DTopic(error_code=code, name=name, topic_id=ZERO_UUID, partitions=[]))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        parts = topic.partitions[start:]
+        if remaining <= 0:
+            next_cursor = _Cursor(topic_name=name, partition_index=start)
+            break
+        taken = parts[:remaining]
+        remaining -= len(taken)
+        out.append(
+            _DTopic(
+                error_code=0,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=topic.internal,
+                partitions=[
+                    _DPartition(
+                        error_code=0,
+                        partition_index=p.index,
+                        leader_id=node,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=[node],
+                        isr_nodes=[node],
+                        eligible_leader_replicas=[],
+                        last_known_elr=[],
+                        offline_replicas=[],
+                    )
+                    for p in taken
+                ],
+                topic_authorized_operations=_ops_int(TOPIC_OPERATIONS),
+            )
+        )
+        if len(taken) < len(parts):
+            next_cursor = _Cursor(topic_name=name, partition_index=start + len(taken))
+            break
+    return _DResp(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
+
+
+def _ops_int(ops: set[int]) -> int:
+    value = 0
+    for bit in ops:
+        value |= 1 << bit
+    return value

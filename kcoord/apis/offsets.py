@@ -1,0 +1,348 @@
+"""OffsetCommit (8, v2-v10), OffsetFetch (9, v1-v10), OffsetDelete (47, v0).
+
+Behaviour / version notes:
+- OffsetCommit: generation -1 with no member commits to a group without live members (and
+  creates such a group); group members are checked as Kafka does (UNKNOWN_MEMBER_ID,
+  FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while completing a rebalance);
+  a commit with a generation to an unknown group is ILLEGAL_GENERATION, from v9
+  GROUP_ID_NOT_FOUND; unknown topics/partitions are UNKNOWN_TOPIC_OR_PARTITION (v10 by topic id:
+  UNKNOWN_TOPIC_ID); metadata longer than offset.metadata.max.bytes is
+  OFFSET_METADATA_TOO_LARGE (counted as Kafka does: UTF-16 units of a Java string, not bytes);
+  RetentionTimeMs (v2-v4) other than -1 gives the offsets their own expiry (value v1, KIP-211);
+  the response is sent once the commit is durable;
+- OffsetFetch: v2+ Topics = null returns every committed offset of the group, with a top-level
+  error code (KIP-88), while before v2 a null does not parse in Kafka and closes the
+  connection; unknown groups and partitions give offset -1, empty metadata and no
+  error; v8+ batches groups; v10 names topics by id. The answer waits until everything the
+  group wrote before it is durable, so no reader ever sees an offset a crash could take back:
+  RequireStable (v7+) is therefore always satisfied (there are no transactional offsets);
+- group id "" (KIP-289): OffsetCommit and OffsetFetch accept it for standalone consumers, with a
+  deprecation warning in the broker log once per client; OffsetDelete answers INVALID_GROUP_ID;
+- OffsetDelete: GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP for active groups that are
+  not consumer groups, GROUP_SUBSCRIBED_TO_TOPIC per partition for topics members consume.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from kcoord.apis.groups import _await, future_responder, is_share_group
+from kcoord.apis.reply import reply_with
+from kcoord.classic import offsets as offset_rules
+from kcoord.classic.group import ClassicGroup, GroupState, Outcome
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
+from kcoord.server.dispatcher import CloseConnection
+
+log = structlog.get_logger(__name__)
+ZERO_UUID = uuid.UUID(int=0)
+
+_warned_clients: set[str] = set()
+
+
+def _warn_empty_group(ctx: Any, api: str) -> None:
+    client = ctx.client_id or ""
+    if client not in _warned_clients:
+        _warned_clients.add(client)
+        log.warning("empty group id is deprecated (KIP-289)", api=api, client_id=client, peer=ctx.client_host)
+
+
+def _java_length(s: str) -> int:
+    """String.length() in Java (UTF-16 code units): what Kafka compares with
+    offset.metadata.max.bytes, despite the name."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le")) // 2
+
+
+# --- OffsetCommit ------------------------------------------------------------------------------
+_CResp = response_class(ApiKey.OffsetCommit)
+_CTopic = _CResp.OffsetCommitResponseTopic
+_CPart = _CTopic.OffsetCommitResponsePartition
+
+
+def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if req.group_id is None:
+        return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    if is_share_group(broker, req.group_id):
+        return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
+    if req.group_id == "":
+        _warn_empty_group(ctx, "OffsetCommit")
+    pm = broker.partitions
+    max_meta = broker.config.offset_metadata_max_bytes
+    # (response topic index, partition index) -> error, for partitions refused before the group sees them
+    results: list[tuple[Any, list[list[int]]]] = []
+    commits: list[tuple[str, int, int, int, str]] = []
+    slots: list[list[int]] = []
+    for t in req.topics:
+        topic = pm.get_by_id(t.topic_id) if v >= 10 else pm.get(t.name)
+        parts = []
+        for p in t.partitions:
+            entry = [p.partition_index, 0]
+            parts.append(entry)
+            if topic is None:
+                entry[1] = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not 0 <= p.partition_index < len(topic.partitions):
+                entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.committed_metadata is not None and _java_length(p.committed_metadata) > max_meta:
+                entry[1] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                commits.append(
+                    (
+                        topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch if v >= 6 else -1,
+                        p.committed_metadata or "",
+                    )
+                )
+                slots.append(entry)
+        results.append((t, parts))
+
+    def build(group_error: int = 0) -> Any:
+        if group_error:
+            for entry in slots:
+                entry[1] = group_error
+        return OffsetCommitAnswer([(t.name, t.topic_id if v >= 10 else None, parts) for t, parts in results])
+
+    if not commits:
+        return build()
+    generation = req.generation_id_or_member_epoch
+    member_id = req.member_id
+    instance = req.group_instance_id if v >= 7 else None
+    retention = req.retention_time_ms if v <= 4 else -1
+    reply, respond = reply_with(build)
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        out = Outcome()
+        if group is None:
+            out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION)
+            return out
+        error = offset_rules.validate_commit(group, member_id, instance, generation)
+        if error:
+            out.respond(respond, error)
+            return out
+        out = offset_rules.commit_records(group, commits, now, retention)
+        out.respond(respond, 0)
+        return out
+
+    broker.groups.actor(req.group_id).tell(
+        op, create=generation < 0 and broker.groups.shard_for(req.group_id).store.get(req.group_id) is None
+    )
+    return reply
+
+
+def commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _CResp(
+        throttle_time_ms=0,
+        topics=[
+            _CTopic(
+                name=t.name,
+                topic_id=t.topic_id if version >= 10 else None,
+                partitions=[_CPart(partition_index=p.partition_index, error_code=code) for p in t.partitions],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+# --- OffsetFetch -------------------------------------------------------------------------------
+_FResp = response_class(ApiKey.OffsetFetch)
+_FGroup = _FResp.OffsetFetchResponseGroup
+
+
+class _Wanted:
+    """The topics an OffsetFetch asks about: names to look up, and (v10) ids nobody knows."""
+
+    def __init__(self, broker: Any, topics: Any, v: int) -> None:
+        self.topics: list[tuple[str, list[int]]] | None = None if topics is None else []
+        self.ids: dict[str, uuid.UUID] = {}
+        self.unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
+        for t in topics or []:
+            parts = list(t.partition_indexes)
+            if v >= 10:
+                topic = broker.partitions.get_by_id(t.topic_id)
+                if topic is None:
+                    self.unknown_ids.append((t.topic_id, parts))
+                    continue
+                self.ids[topic.name] = t.topic_id
+                self.topics.append((topic.name, parts))  # type: ignore[union-attr]
+            else:
+                self.topics.append((t.name, parts))  # type: ignore[union-attr]
+
+
+def _fetch_group(
+    broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted, respond: Callable[[Any], None]
+) -> None:
+    """Call ``respond`` with (error, [(topic, [(partition, value|None)])]) for one group (or with
+    the exception that failed it)."""
+    if group_id is None:
+        respond((ErrorCode.INVALID_GROUP_ID, []))
+        return
+    if is_share_group(broker, group_id):
+        respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
+        return
+    if group_id == "":
+        _warn_empty_group(ctx, "OffsetFetch")
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        out = Outcome()
+        if group is not None and group.is_in(GroupState.DEAD):
+            group = None
+        out.respond(respond, (0, offset_rules.fetch(group, wanted.topics)))
+        return out
+
+    broker.groups.actor(group_id).tell(op)
+
+
+def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
+    return [
+        (p, -1, -1, "", 0) if value is None else (p, value.offset, value.leader_epoch, value.metadata, 0)
+        for p, value in parts
+    ]
+
+
+def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if v < 8:
+        if v < 2 and req.topics is None:
+            # Topics became nullable in v2 (KIP-88); Kafka cannot parse a null before that.
+            raise CloseConnection(f"OffsetFetch v{v}: topics is not nullable before v2")
+        wanted = _Wanted(broker, req.topics, v)
+
+        def build_old(result: Any) -> Any:
+            error, data = result
+            return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
+
+        reply, respond = reply_with(build_old)
+        _fetch_group(broker, ctx, req.group_id, wanted, respond)
+        return reply
+
+    requests = [(g.group_id, _Wanted(broker, g.topics, v)) for g in req.groups]
+    results: list[Any] = [None] * len(requests)
+    remaining = len(requests)
+
+    def build(_: Any) -> Any:
+        groups = []
+        for (gid, wanted), (error, data) in zip(requests, results, strict=True):
+            topics: list[FetchTopic] = [
+                (
+                    t if v < 10 else None,
+                    (wanted.ids.get(t) or _topic_id(broker, t)) if v >= 10 else None,
+                    _fetched_partitions(parts),
+                )
+                for t, parts in data
+            ]
+            topics += [
+                (None, tid, [(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for p in parts])
+                for tid, parts in wanted.unknown_ids
+            ]
+            groups.append((gid, error, topics))
+        return OffsetFetchAnswer(groups=groups)
+
+    reply, respond_all = reply_with(build)
+
+    def collector(i: int) -> Callable[[Any], None]:
+        def respond(result: Any) -> None:
+            nonlocal remaining
+            if isinstance(result, BaseException):
+                respond_all(result)
+                return
+            results[i] = result
+            remaining -= 1
+            if remaining == 0:
+                respond_all(None)
+
+        return respond
+
+    if not requests:
+        respond_all(None)
+    for i, (gid, wanted) in enumerate(requests):
+        _fetch_group(broker, ctx, gid, wanted, collector(i))
+    return reply
+
+
+def _topic_id(broker: Any, name: str) -> Any:
+    topic = broker.partitions.get(name)
+    return topic.topic_id if topic is not None else ZERO_UUID
+
+
+def fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    if version < 8:
+        return _FResp(throttle_time_ms=0, error_code=code, topics=[])
+    return _FResp(
+        throttle_time_ms=0,
+        groups=[_FGroup(group_id=g.group_id, error_code=code, topics=[]) for g in req.groups],
+    )
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------
+_DResp = response_class(ApiKey.OffsetDelete)
+_DTopic = _DResp.OffsetDeleteResponseTopic
+_DPart = _DTopic.OffsetDeleteResponsePartition
+
+
+def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    if not req.group_id:
+        return delete_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    pm = broker.partitions
+    unknown: dict[tuple[str, int], int] = {}
+    wanted = []
+    for t in req.topics:
+        topic = pm.get(t.name)
+        keep = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                unknown[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                keep.append(p.partition_index)
+        wanted.append((t.name, keep))
+    fut, respond = future_responder()
+
+    def op(group: ClassicGroup | None, now: int) -> Outcome:
+        if group is None:
+            out = Outcome()
+            out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, {}))
+            return out
+        error, out, per_partition = offset_rules.delete_offsets(group, wanted)
+        out.respond(respond, (error, {(t, p): e for t, errs in per_partition for p, e in errs}))
+        return out
+
+    broker.groups.actor(req.group_id).tell(op)
+
+    def build(result: Any) -> Any:
+        error, per_partition = result
+        if error:
+            return delete_error_response(req, v, error, None)
+        return _DResp(
+            error_code=0,
+            throttle_time_ms=0,
+            topics=[
+                _DTopic(
+                    name=t.name,
+                    partitions=[
+                        _DPart(
+                            partition_index=p.partition_index,
+                            error_code=unknown.get(
+                                (t.name, p.partition_index), per_partition.get((t.name, p.partition_index), 0)
+                            ),
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ],
+        )
+
+    return _await(fut, build)
+
+
+def delete_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _DResp(error_code=code, throttle_time_ms=0, topics=[])

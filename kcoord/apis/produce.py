@@ -1,0 +1,189 @@
+"""Produce (key 0), v3-v13.
+
+Behaviour / version notes:
+- record batches must be message format v2 with a valid CRC32C (CORRUPT_MESSAGE otherwise) and
+  consistent record counts (INVALID_RECORD); they are stored as sent, with the broker's offsets
+  and leader epoch stamped in (and LogAppendTime applied when the topic asks for it);
+- a batch over the topic's max.message.bytes is MESSAGE_TOO_LARGE, a request for one partition
+  over segment.bytes RECORD_LIST_TOO_LARGE, timestamps outside message.timestamp.before/after.max.ms
+  INVALID_TIMESTAMP;
+- idempotent producers are checked per partition (see producer_state); a duplicate of one of
+  the last five batches is answered with the original offsets and no error;
+- acks=0 gets no response, acks=1 is answered once the batch is in the log, acks=-1 once the
+  high watermark covers it (under log.flush.policy=always: after the fsync);
+  other acks values get INVALID_REQUIRED_ACKS;
+- Produce never creates topics (Kafka 4 creates them on Metadata only); internal topics refuse
+  client writes with INVALID_TOPIC_EXCEPTION; v13 addresses topics by id (UNKNOWN_TOPIC_ID);
+- transactional produce is refused with INVALID_TXN_STATE: kcoord has no transaction
+  coordinator (SKIPPED.md);
+- a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
+  since the client reads no response to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcoord.dataplane.partitions import Partition
+from kcoord.dataplane.topic_config import effective
+from kcoord.protocol import records
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.protocol.records import InvalidBatch
+from kcoord.server.dispatcher import CloseConnection
+
+_Resp = response_class(ApiKey.Produce)
+_TopicResp = _Resp.TopicProduceResponse
+_PartResp = _TopicResp.PartitionProduceResponse
+
+
+def _partition_error(index: int, code: int, message: str | None = None) -> Any:
+    return _PartResp(
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+        error_message=message,
+    )
+
+
+def handle(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    acks = req.acks
+    pm = broker.partitions
+    now = broker.clock.now_ms()
+    if acks not in (-1, 0, 1):
+        return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
+    if req.transactional_id is not None:
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "kcoord does not implement transactions")
+    responses = []
+    touched = []
+    for td in req.topic_data:
+        topic = pm.get_by_id(td.topic_id) if v >= 13 else pm.get(td.name)
+        parts_out = []
+        for pd in td.partition_data:
+            if topic is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts_out.append(_partition_error(pd.index, code))
+                continue
+            if topic.internal:
+                parts_out.append(
+                    _partition_error(
+                        pd.index,
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"cannot produce to internal topic {topic.name}",
+                    )
+                )
+                continue
+            if not 0 <= pd.index < len(topic.partitions):
+                parts_out.append(_partition_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            part = topic.partitions[pd.index]
+            try:
+                base_offset, append_time, appended = append_records(broker, part, pd.records, now)
+            except KafkaError as e:
+                parts_out.append(_partition_error(pd.index, e.code, e.message))
+                continue
+            if appended:
+                touched.append(part)
+            parts_out.append(
+                _PartResp(
+                    index=pd.index,
+                    error_code=0,
+                    base_offset=base_offset,
+                    log_append_time_ms=append_time,
+                    log_start_offset=part.log_start_offset,
+                    record_errors=[],
+                    error_message=None,
+                )
+            )
+        responses.append(_TopicResp(name=td.name, topic_id=td.topic_id, partition_responses=parts_out))
+    resp = _Resp(responses=responses, throttle_time_ms=0)
+    if acks == 0:
+        for part in touched:
+            broker.flusher.mark_dirty(part.log)
+        failed = [
+            f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for t in responses
+            for p in t.partition_responses
+            if p.error_code
+        ]
+        if failed:
+            # The client reads no response to acks=0: as Kafka, close the connection so that it
+            # notices the failure (and refreshes its metadata).
+            raise CloseConnection(f"acks=0 produce failed: {', '.join(failed)}")
+        return None
+    if acks == 1 or not touched:
+        for part in touched:
+            broker.flusher.mark_dirty(part.log)
+        return resp
+    waiter = None
+    for part in touched:
+        waiter = broker.flusher.commit(part.log)
+    if waiter is None:
+        return resp
+    return _after(waiter, resp)
+
+
+async def _after(waiter: Any, resp: Any) -> Any:
+    await waiter
+    return resp
+
+
+def append_records(broker: Any, part: Partition, raw: bytes | None, now: int) -> tuple[int, int, bool]:
+    """Validate and append one partition's records: (base offset, log append time, appended)."""
+    if not raw:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
+    configs = part.topic.configs
+    cfg = broker.config
+    data = bytearray(raw)
+    if len(data) > int(effective("segment.bytes", configs, cfg)):
+        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
+    max_batch = int(effective("max.message.bytes", configs, cfg))
+    log_append_time = effective("message.timestamp.type", configs, cfg) == "LogAppendTime"
+    after_max = int(effective("message.timestamp.after.max.ms", configs, cfg))
+    before_max = int(effective("message.timestamp.before.max.ms", configs, cfg))
+    try:
+        headers = list(records.iter_headers(data))
+        for h in headers:
+            records.validate_batch(data, h)
+    except InvalidBatch as e:
+        code = ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD
+        raise KafkaError(code, str(e)) from e
+    for h in headers:
+        if h.size > max_batch:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
+            )
+        if h.is_transactional:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE, "kcoord does not implement transactions")
+        if not log_append_time and (h.max_timestamp - now > after_max or now - h.base_timestamp > before_max):
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of range of broker time {now}"
+            )
+    duplicate = part.producers.validate(headers)
+    if duplicate is not None:
+        return duplicate.first_offset, -1, False
+    info = part.log.append(data, headers, now, log_append_time=log_append_time)
+    for h in headers:
+        part.producers.update(h, h.max_timestamp)
+    return info.first_offset, info.log_append_time, True
+
+
+def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    if req.acks == 0:
+        raise CloseConnection(f"acks=0 produce failed: {ErrorCode(code).name} {message or ''}")
+    return _Resp(
+        responses=[
+            _TopicResp(
+                name=td.name,
+                topic_id=td.topic_id,
+                partition_responses=[_partition_error(pd.index, code, message) for pd in td.partition_data],
+            )
+            for td in req.topic_data
+        ],
+        throttle_time_ms=0,
+    )

@@ -1,0 +1,285 @@
+"""Share group record delivery (KIP-932, Kafka 4.3 wire versions): ShareFetch (78, v1-v2) and
+ShareAcknowledge (79, v1-v2). Membership and administration are in share_groups.py.
+
+Behaviour / version notes:
+- share sessions (share/sessions.py), acknowledgements first, then acquisition
+  (share/coordinator.py); AcquisitionLockTimeoutMs is the group's share.record.lock.duration.ms;
+  each partition answers with whole batches in Records and the acquired offset ranges in
+  AcquiredRecords; with nothing to deliver a ShareFetch waits up to MaxWaitMs and is woken by new
+  data or records released by others; acknowledgement results come back per partition
+  (AcknowledgeErrorCode); a final request (epoch -1) releases every record the member still
+  holds and answers only for the partitions it named;
+- v2 ShareFetch: ShareAcquireMode 1 (record_limit) acquires at most MaxRecords; RENEW (type 4)
+  only with IsRenewAck (v2), where the fetch limits must all be 0 and nothing is fetched, and
+  only while share.renew.acknowledge.enable (INVALID_RECORD_STATE otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kcoord.apis.groups import _await, future_responder
+from kcoord.classic.group import Outcome
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.messages import register_schema_pair
+from kcoord.share.coordinator import AckBatches, PartitionKey, PartitionResult
+from kcoord.share.group import ShareGroup
+from kcoord.share.partition import AckType
+from kcoord.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+
+ACQUIRE_RECORD_LIMIT = 1
+
+_, _FResp = register_schema_pair("ShareFetch")
+_, _AResp = register_schema_pair("ShareAcknowledge")
+
+
+# --- ShareFetch and ShareAcknowledge -----------------------------------------------------------
+def _ack_batches(partition: Any) -> AckBatches:
+    return [
+        (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in partition.acknowledgement_batches
+    ]
+
+
+def _acks_of(req: Any) -> dict[PartitionKey, AckBatches]:
+    acks = {}
+    for t in req.topics:
+        for p in t.partitions:
+            if p.acknowledgement_batches:
+                acks[(t.topic_id, p.partition_index)] = _ack_batches(p)
+    return acks
+
+
+def _check_renew(acks: dict[PartitionKey, AckBatches], renew_request: bool) -> None:
+    has_renew = any(AckType.RENEW in types for bs in acks.values() for _f, _l, types in bs)
+    if has_renew and not renew_request:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "RENEW acknowledgements need IsRenewAck (ShareFetch v2)")
+
+
+def _renew_allowed(broker: Any, group_id: str) -> bool:
+    from kcoord.share.config import effective_group_config
+
+    configs = broker.groups.store_for(group_id).group_configs.get(group_id, {})
+    return effective_group_config("share.renew.acknowledge.enable", configs, broker.config) == "true"
+
+
+def _fetch_response(
+    broker: Any,
+    version: int,
+    group_id: str,
+    results: dict[PartitionKey, PartitionResult],
+    keys: list[PartitionKey],
+) -> Any:
+    node = broker.node_id
+    topics: dict[uuid.UUID, list[Any]] = {}
+    for pkey in keys:
+        r = results.get(pkey, PartitionResult())
+        topics.setdefault(pkey[0], []).append(
+            _FResp.ShareFetchableTopicResponse.PartitionData(
+                partition_index=pkey[1],
+                error_code=r.error,
+                error_message=r.error_message,
+                acknowledge_error_code=r.ack_error or 0,
+                acknowledge_error_message=None,
+                current_leader=_FResp.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch(
+                    leader_id=node, leader_epoch=0
+                ),
+                records=r.records,
+                acquired_records=[
+                    _FResp.ShareFetchableTopicResponse.PartitionData.AcquiredRecords(
+                        first_offset=a.first_offset,
+                        last_offset=a.last_offset,
+                        delivery_count=a.delivery_count,
+                    )
+                    for a in r.acquired
+                ],
+            )
+        )
+    return _FResp(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        acquisition_lock_timeout_ms=broker.share.lock_duration_ms(group_id),
+        responses=[_FResp.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
+        node_endpoints=[],
+    )
+
+
+def _top_error(resp_cls: Any, code: int, message: str | None) -> Any:
+    return resp_cls(
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout_ms=0,
+        responses=[],
+        node_endpoints=[],
+    )
+
+
+def handle_share_fetch(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
+    if not gid or not mid:
+        return _top_error(_FResp, ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    acks = _acks_of(req)
+    renew = v >= 2 and req.is_renew_ack
+    _check_renew(acks, renew)
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or req.max_wait_ms):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "a renew-only ShareFetch must set every fetch limit to 0")
+    requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
+    forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    share = broker.share
+    session = share.sessions.for_fetch((gid, mid), epoch, ctx.conn, requested, forgotten, bool(acks))
+    final = epoch == FINAL_EPOCH
+    keys = [] if final or renew else list(session.partitions)
+    if renew and not _renew_allowed(broker, gid):
+        results = {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
+        return _fetch_response(broker, v, gid, results, list(acks))
+    strict = v >= 2 and req.share_acquire_mode == ACQUIRE_RECORD_LIMIT
+    max_records = req.max_records if req.max_records > 0 else 500
+
+    def work(with_acks: bool) -> asyncio.Future[Any]:
+        fut, respond = future_responder()
+
+        def op(group: ShareGroup | None, now: int) -> Outcome:
+            out = Outcome()
+            results: dict[PartitionKey, PartitionResult] = {}
+            if group is None:
+                for k in keys or acks:
+                    results[k] = PartitionResult(
+                        error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"share group {gid} does not exist",
+                    )
+                out.respond(respond, (results, 0))
+                return out
+            if with_acks and acks:
+                share.acknowledge(group, mid, acks, now, out, results)
+                share.wake(gid)
+            n = (
+                share.acquire(group, mid, keys, max_records, req.max_bytes, now, out, results, strict)
+                if keys
+                else 0
+            )
+            if final:
+                for sp in group.partitions.values():
+                    out.records.extend(sp.release_member(mid, now))
+                share.wake(gid)
+            out.respond(respond, (results, n))
+            return out
+
+        broker.groups.actor(gid).tell_share(op)
+        return fut
+
+    if final:
+        share.sessions.close((gid, mid))
+
+    async def run() -> Any:
+        results, n = await work(True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+        while n == 0 and keys and req.min_bytes > 0 and loop.time() < deadline and not broker.server.stopping:
+            wake: asyncio.Future[None] = loop.create_future()
+            share.park(gid, wake)
+            parts = [broker.partitions.partition_by_id(t, p) for t, p in keys]
+            for p in parts:
+                if p is not None:
+                    p.add_waiter(wake)
+            try:
+                await asyncio.wait_for(asyncio.shield(wake), max(deadline - loop.time(), 0))
+            except TimeoutError:
+                pass
+            finally:
+                share.unpark(gid, wake)
+                for p in parts:
+                    if p is not None:
+                        p.remove_waiter(wake)
+            more, n = await work(False)
+            for k, r in more.items():
+                mine = results.setdefault(k, PartitionResult())
+                mine.error, mine.error_message = r.error, r.error_message
+                mine.records, mine.acquired = r.records, r.acquired
+        if epoch == INITIAL_EPOCH:
+            shown = keys
+        else:
+            shown = [k for k in dict.fromkeys(list(acks) + keys) if k in results and results[k].has_news()]
+        return _fetch_response(broker, v, gid, results, shown)
+
+    return run()
+
+
+def share_fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _top_error(_FResp, code, message)
+
+
+def handle_share_acknowledge(broker: Any, ctx: Any, req: Any) -> Any:
+    v = ctx.api_version
+    gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
+    if not gid or not mid:
+        return _ack_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    acks = _acks_of(req)
+    renew = v >= 2 and req.is_renew_ack
+    _check_renew(acks, renew)
+    share = broker.share
+    share.sessions.for_acknowledge((gid, mid), epoch, ctx.conn)
+    final = epoch == FINAL_EPOCH
+    if final:
+        share.sessions.close((gid, mid))
+    if renew and not _renew_allowed(broker, gid):
+        return _ack_response(
+            broker, v, gid, {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
+        )
+    fut, respond = future_responder()
+
+    def op(group: ShareGroup | None, now: int) -> Outcome:
+        out = Outcome()
+        results: dict[PartitionKey, PartitionResult] = {}
+        if group is None:
+            results = {k: PartitionResult(ack_error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for k in acks}
+        else:
+            share.acknowledge(group, mid, acks, now, out, results)
+            if final:
+                for sp in group.partitions.values():
+                    out.records.extend(sp.release_member(mid, now))
+            share.wake(gid)
+        out.respond(respond, results)
+        return out
+
+    broker.groups.actor(gid).tell_share(op)
+    return _await(fut, lambda results: _ack_response(broker, v, gid, results))
+
+
+def _ack_response(
+    broker: Any, version: int, group_id: str, results: dict[PartitionKey, PartitionResult]
+) -> Any:
+    topics: dict[uuid.UUID, list[Any]] = {}
+    node = broker.node_id
+    for (t, p), r in results.items():
+        topics.setdefault(t, []).append(
+            _AResp.ShareAcknowledgeTopicResponse.PartitionData(
+                partition_index=p,
+                error_code=r.ack_error or 0,
+                error_message=None,
+                current_leader=_AResp.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch(
+                    leader_id=node, leader_epoch=0
+                ),
+            )
+        )
+    return _AResp(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        acquisition_lock_timeout_ms=broker.share.lock_duration_ms(group_id),
+        responses=[
+            _AResp.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()
+        ],
+        node_endpoints=[],
+    )
+
+
+def _ack_error(code: int, message: str | None) -> Any:
+    return _top_error(_AResp, code, message)
+
+
+def share_acknowledge_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _ack_error(code, message)

@@ -1,0 +1,121 @@
+"""The ``kcoord`` command: ``serve`` plus inspection commands.
+
+``serve`` takes every :class:`~kcoord.config.BrokerConfig` setting as a flag (Kafka's name with
+dots as dashes), as a ``KCOORD_*`` environment variable, or from ``--config FILE`` (TOML).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from pydantic import ValidationError
+
+from kcoord.config import ENV_PREFIX, BrokerConfig, build_config, kafka_name, load_toml
+
+
+def _click_type(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _click_type(args[0])
+    if origin is typing.Literal:
+        return click.Choice([str(a) for a in typing.get_args(annotation)])
+    if annotation is bool:
+        return click.BOOL
+    if annotation is int:
+        return click.INT
+    if annotation is float:
+        return click.FLOAT
+    return click.STRING
+
+
+def _config_options(func: Any) -> Any:
+    """Add one option per BrokerConfig field; help shows the Kafka name and default."""
+    for name, info in reversed(list(BrokerConfig.model_fields.items())):
+        kname = kafka_name(name)
+        default = info.default
+        shown = (
+            "(none)" if default is None else str(default).lower() if isinstance(default, bool) else default
+        )
+        func = click.option(
+            "--" + kname.replace(".", "-"),
+            name,
+            type=_click_type(info.annotation),
+            default=None,
+            envvar=ENV_PREFIX + name.upper(),
+            show_envvar=True,
+            help=f"{kname}: {info.description} [default: {shown}]",
+        )(func)
+    return func
+
+
+@click.group()
+@click.version_option(package_name="kcoord")
+def main() -> None:
+    """kcoord: a lightweight Kafka-compatible coordination broker."""
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar=ENV_PREFIX + "CONFIG",
+    help="TOML file of settings under Kafka's names.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    envvar=ENV_PREFIX + "LOG_FORMAT",
+    show_default=True,
+    help="Broker log output format.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    envvar=ENV_PREFIX + "LOG_LEVEL",
+    show_default=True,
+)
+@_config_options
+def serve(config_file: Path | None, log_format: str, log_level: str, **settings: Any) -> None:
+    """Run the broker (default: PLAINTEXT://127.0.0.1:9092, data in ./kcoord-data)."""
+    ctx = click.get_current_context()
+    overrides = {
+        k: v
+        for k, v in settings.items()
+        if v is not None
+        and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    }
+    try:
+        file_values = load_toml(config_file) if config_file else {}
+        config = build_config(file_values, overrides)
+    except (ValidationError, ValueError, OSError) as e:
+        raise click.UsageError(f"invalid configuration: {e}") from e
+
+    from kcoord.logsetup import configure_logging
+    from kcoord.server.app import run_broker
+
+    configure_logging(log_format, log_level)
+    run_broker(config)
+
+
+@main.command("log-dump")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--records/--no-records", default=False, help="Also decode every record.")
+def log_dump(path: Path, records: bool) -> None:
+    """Print the record batches of a segment file or partition directory."""
+    from kcoord.storage.dump import dump_path
+
+    for line in dump_path(path, records_too=records):
+        click.echo(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""Topics and partitions of the data plane: the partition manager.
+
+Topic metadata (name, id, partition count, configs) is kept in ``<log.dirs>/topics.json``,
+written atomically; each partition's log lives in ``<log.dirs>/<topic>-<n>/`` next to a
+``partition.metadata`` file holding the topic id, as Kafka lays it out. This broker leads
+every partition at leader epoch 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from kcoord.clock import Clock
+from kcoord.config import BrokerConfig
+from kcoord.dataplane.producer_state import ProducerStateTable
+from kcoord.dataplane.topic_config import effective, validate_topic_configs
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.storage.atomic import atomic_write
+from kcoord.storage.flush import Flusher
+from kcoord.storage.log import Log, LogConfig
+
+log = structlog.get_logger(__name__)
+
+LEADER_EPOCH = 0
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+CLEAN_SHUTDOWN_MARKER = ".kcoord_cleanshutdown"
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION for an illegal name."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name longer than {MAX_TOPIC_NAME}")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def uuid_to_base64(u: uuid.UUID) -> str:
+    """Kafka's string form of a Uuid (URL-safe base64 without padding)."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def new_topic_id() -> uuid.UUID:
+    # Kafka never hands out the zero id or ids whose string form starts with '-'.
+    while True:
+        u = uuid.uuid4()
+        if not uuid_to_base64(u).startswith("-"):
+            return u
+
+
+class Partition:
+    def __init__(self, topic: Topic, index: int, log_: Log) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self.producers = ProducerStateTable()
+        self._waiters: set[asyncio.Future[None]] = set()
+        log_.hw_listeners.append(self._on_high_watermark)
+
+    @property
+    def leader_epoch(self) -> int:
+        return LEADER_EPOCH
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.high_watermark  # no transactions: nothing is ever pending
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def rebuild_producer_state(self) -> None:
+        for seg in self.log.segments:
+            for h in seg.headers_from(0):
+                self.producers.update(h, h.max_timestamp)
+
+    # --- long polling --------------------------------------------------------------------
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def _on_high_watermark(self, _offset: int) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, set()
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    internal: bool = False
+    partitions: list[Partition] = field(default_factory=list)
+
+
+class PartitionManager:
+    def __init__(self, config: BrokerConfig, flusher: Flusher, clock: Clock) -> None:
+        self.config = config
+        self.flusher = flusher
+        self.clock = clock
+        self.data_dir = config.data_dir
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.unclean_start = False
+
+    # --- start and stop ------------------------------------------------------------------
+    def open(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        existing = self._read_topics_file()
+        self.unclean_start = bool(existing) and not marker.exists()
+        marker.unlink(missing_ok=True)
+        for name, meta in existing.items():
+            topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("configs", {})))
+            self._register(topic)
+            for p in range(meta["partitions"]):
+                self._open_partition(topic, p)
+        self._remove_orphans()
+        if self.unclean_start:
+            log.warning("previous shutdown was not clean; recovered log tails", topics=len(self.topics))
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            if topic.internal:
+                continue  # their owners close them
+            for p in topic.partitions:
+                p.log.close()
+        (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+
+    def _remove_orphans(self) -> None:
+        """Partition directories not in topics.json: a crash in the middle of a delete."""
+        for d in self.data_dir.iterdir():
+            if not d.is_dir():
+                continue
+            if d.name.endswith("-delete"):
+                _rmtree(d)
+                continue
+            topic, _, p = d.name.rpartition("-")
+            if p.isdigit() and topic and not topic.startswith("__"):
+                t = self.topics.get(topic)
+                if t is None or int(p) >= len(t.partitions):
+                    log.warning("removing partition directory of a deleted topic", dir=str(d))
+                    _rmtree(d)
+
+    # --- topics.json ---------------------------------------------------------------------
+    def _topics_file(self) -> Path:
+        return self.data_dir / "topics.json"
+
+    def _read_topics_file(self) -> dict[str, dict]:
+        try:
+            data = json.loads(self._topics_file().read_text())
+        except FileNotFoundError:
+            return {}
+        return data["topics"]
+
+    def _write_topics_file(self) -> None:
+        data = {
+            "version": 1,
+            "topics": {
+                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                for t in self.topics.values()
+                if not t.internal
+            },
+        }
+        atomic_write(self._topics_file(), json.dumps(data, indent=1, sort_keys=True).encode())
+
+    # --- lookups -------------------------------------------------------------------------
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self.by_id.get(topic_id)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    def partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
+        t = self.by_id.get(topic_id)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    def all_partitions(self) -> Iterator[Partition]:
+        for t in self.topics.values():
+            yield from t.partitions
+
+    # --- changes ---------------------------------------------------------------------------
+    def log_config(self, configs: dict[str, str]) -> LogConfig:
+        c = self.config
+        return LogConfig(
+            segment_bytes=int(effective("segment.bytes", configs, c)),
+            roll_ms=int(effective("segment.ms", configs, c)),
+            retention_ms=int(effective("retention.ms", configs, c)),
+            retention_bytes=int(effective("retention.bytes", configs, c)),
+            index_interval_bytes=int(effective("index.interval.bytes", configs, c)),
+        )
+
+    def _open_partition(self, topic: Topic, index: int) -> Partition:
+        directory = self.data_dir / f"{topic.name}-{index}"
+        new = not directory.exists()
+        lg = Log.open(directory, self.log_config(topic.configs), self.flusher, unclean=self.unclean_start)
+        if new:
+            atomic_write(
+                directory / "partition.metadata",
+                f"version: 0\ntopic_id: {uuid_to_base64(topic.topic_id)}\n".encode(),
+            )
+        part = Partition(topic, index, lg)
+        if not new:
+            part.rebuild_producer_state()
+        topic.partitions.append(part)
+        return part
+
+    def create_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str | None], validate_only: bool = False
+    ) -> Topic:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+        clean = self.validate_configs(configs)
+        topic = Topic(name, new_topic_id(), clean)
+        if validate_only:
+            return topic
+        self._register(topic)
+        try:
+            for p in range(num_partitions):
+                self._open_partition(topic, p)
+            self._write_topics_file()
+        except Exception:
+            self._drop(topic)
+            raise
+        log.info(
+            "created topic", topic=name, partitions=num_partitions, topic_id=uuid_to_base64(topic.topic_id)
+        )
+        return topic
+
+    def validate_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+        from kcoord.dataplane.topic_config import InvalidTopicConfig
+
+        try:
+            return validate_topic_configs(configs, self.config)
+        except InvalidTopicConfig as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if topic.internal:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"cannot add partitions to internal topic {name}")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, f"topic has {current} partitions; cannot reduce to {count}"
+            )
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"topic already has {current} partitions")
+        if validate_only:
+            return
+        for p in range(current, count):
+            self._open_partition(topic, p)
+        self._write_topics_file()
+
+    def delete_topic(self, topic: Topic) -> None:
+        self._drop(topic)
+        self._write_topics_file()
+        log.info("deleted topic", topic=topic.name)
+
+    def _drop(self, topic: Topic) -> None:
+        self.topics.pop(topic.name, None)
+        self.by_id.pop(topic.topic_id, None)
+        for p in topic.partitions:
+            p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
+            p.log.delete()
+        topic.partitions.clear()
+
+    def add_internal_topic(self, name: str, topic_id: uuid.UUID, configs: dict[str, str]) -> Topic:
+        """Register a topic whose logs another component owns (``__consumer_offsets``)."""
+        topic = Topic(name, topic_id, configs, internal=True)
+        self._register(topic)
+        return topic
+
+    def add_internal_partition(self, topic: Topic, log_: Log) -> Partition:
+        part = Partition(topic, len(topic.partitions), log_)
+        topic.partitions.append(part)
+        return part
+
+    def alter_topic_configs(self, topic: Topic, configs: dict[str, str]) -> None:
+        topic.configs = configs
+        for p in topic.partitions:
+            p.log.config = self.log_config(configs)
+        self._write_topics_file()
+
+    def enforce_retention(self) -> int:
+        now = self.clock.now_ms()
+        deleted = 0
+        for p in self.all_partitions():
+            if p.topic.internal:
+                continue
+            deleted += p.log.enforce_retention(now)
+            p.producers.expire(now, self.config.producer_id_expiration_ms)
+        return deleted
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,201 @@
+"""The one table of served APIs: key -> versions served, handler, error response.
+
+ApiVersions is generated from it and the dispatcher refuses everything it does not list, so a
+version is advertised exactly when it is dispatched. A version is listed only when every field
+of it is honoured (SKIPPED.md lists what is left out and why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcoord.protocol.messages import ApiKey, ApiMessage, request_class, response_class
+
+Handler = Callable[[Any, Any, Any], Any]
+ErrorResponse = Callable[[Any, int, int, str | None], Any]
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    handler: Handler
+    error_response: ErrorResponse | None
+    request_cls: type[ApiMessage] = field(init=False)
+    response_cls: type[ApiMessage] = field(init=False)
+
+    def __post_init__(self) -> None:
+        req, resp = request_class(self.key), response_class(self.key)
+        if req is None or resp is None:
+            raise ValueError(f"no schema for {self.key!r}")
+        if self.max_version > req.max_version:
+            raise ValueError(
+                f"{self.key.name}: v{self.max_version} is beyond its schema (v{req.max_version})"
+            )
+        object.__setattr__(self, "request_cls", req)
+        object.__setattr__(self, "response_cls", resp)
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+
+class ApiTable:
+    def __init__(self, specs: list[ApiSpec]) -> None:
+        self._specs: dict[int, ApiSpec] = {}
+        for spec in specs:
+            if spec.key in self._specs:
+                raise ValueError(f"{spec.key.name} listed twice")
+            self._specs[int(spec.key)] = spec
+
+    def get(self, api_key: int) -> ApiSpec | None:
+        return self._specs.get(api_key)
+
+    def __iter__(self) -> Iterator[ApiSpec]:
+        return iter(sorted(self._specs.values(), key=lambda s: s.key))
+
+    def api_versions_error(self, code: int) -> Any:
+        """The v0 answer to an ApiVersions version we do not serve: as Kafka, only the
+        ApiVersions entry is listed, so the client can retry at a version we share."""
+        resp = response_class(ApiKey.ApiVersions)
+        spec = self._specs[int(ApiKey.ApiVersions)]
+        entry = resp.ApiVersion(api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version)
+        return resp(error_code=code, api_keys=[entry])
+
+    def api_versions(self) -> Any:
+        resp = response_class(ApiKey.ApiVersions)
+        return resp(error_code=0, api_keys=self.version_entries(), throttle_time_ms=0)
+
+    def version_entries(self) -> list[Any]:
+        entry = response_class(ApiKey.ApiVersions).ApiVersion
+        return [entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version) for s in self]
+
+
+def build_table() -> ApiTable:
+    """Every API kcoord serves. Import here so handler modules can import this module."""
+    from kcoord.apis import (
+        api_versions,
+        cluster,
+        configs,
+        fetch,
+        groups,
+        list_offsets,
+        metadata,
+        offsets,
+        produce,
+        producer_id,
+        share_fetch,
+        share_groups,
+        topics,
+    )
+
+    K = ApiKey
+    return ApiTable(
+        [
+            ApiSpec(K.Produce, 3, 13, produce.handle, produce.error_response),
+            ApiSpec(K.Fetch, 4, 18, fetch.handle, fetch.error_response),
+            ApiSpec(K.ListOffsets, 0, 11, list_offsets.handle, list_offsets.error_response),
+            ApiSpec(K.Metadata, 0, 13, metadata.handle, None),
+            ApiSpec(
+                K.OffsetForLeaderEpoch,
+                2,
+                4,
+                list_offsets.handle_leader_epoch,
+                list_offsets.leader_epoch_error_response,
+            ),
+            ApiSpec(K.ApiVersions, 0, 4, api_versions.handle, api_versions.error_response),
+            ApiSpec(K.CreateTopics, 2, 7, topics.handle_create, topics.create_error_response),
+            ApiSpec(K.DeleteTopics, 1, 6, topics.handle_delete, topics.delete_error_response),
+            ApiSpec(
+                K.CreatePartitions,
+                0,
+                3,
+                topics.handle_create_partitions,
+                topics.create_partitions_error_response,
+            ),
+            ApiSpec(K.InitProducerId, 0, 5, producer_id.handle, producer_id.error_response),
+            ApiSpec(K.DescribeConfigs, 1, 4, configs.handle_describe, configs.describe_error_response),
+            ApiSpec(
+                K.IncrementalAlterConfigs,
+                0,
+                1,
+                configs.handle_incremental_alter,
+                configs.incremental_alter_error_response,
+            ),
+            ApiSpec(
+                K.DescribeCluster,
+                0,
+                2,
+                cluster.handle_describe_cluster,
+                cluster.describe_cluster_error_response,
+            ),
+            ApiSpec(K.DescribeTopicPartitions, 0, 0, metadata.handle_describe_topic_partitions, None),
+            # Group coordinator.
+            ApiSpec(
+                K.FindCoordinator,
+                0,
+                6,
+                groups.handle_find_coordinator,
+                groups.find_coordinator_error_response,
+            ),
+            ApiSpec(K.JoinGroup, 0, 9, groups.handle_join, groups.join_error_response),
+            ApiSpec(K.Heartbeat, 0, 4, groups.handle_heartbeat, groups.heartbeat_error_response),
+            ApiSpec(K.LeaveGroup, 0, 5, groups.handle_leave, groups.leave_error_response),
+            ApiSpec(K.SyncGroup, 0, 5, groups.handle_sync, groups.sync_error_response),
+            ApiSpec(K.DescribeGroups, 0, 6, groups.handle_describe, groups.describe_error_response),
+            ApiSpec(K.ListGroups, 0, 5, groups.handle_list, groups.list_error_response),
+            ApiSpec(K.DeleteGroups, 0, 2, groups.handle_delete, groups.delete_error_response),
+            ApiSpec(K.OffsetCommit, 2, 10, offsets.handle_commit, offsets.commit_error_response),
+            ApiSpec(K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response),
+            ApiSpec(K.OffsetDelete, 0, 0, offsets.handle_delete, offsets.delete_error_response),
+            # Share groups (KIP-932).
+            ApiSpec(
+                K.ShareGroupHeartbeat,
+                1,
+                1,
+                share_groups.handle_share_heartbeat,
+                share_groups.share_heartbeat_error_response,
+            ),
+            ApiSpec(
+                K.ShareGroupDescribe,
+                1,
+                1,
+                share_groups.handle_share_describe,
+                share_groups.share_describe_error_response,
+            ),
+            ApiSpec(
+                K.ShareFetch, 1, 2, share_fetch.handle_share_fetch, share_fetch.share_fetch_error_response
+            ),
+            ApiSpec(
+                K.ShareAcknowledge,
+                1,
+                2,
+                share_fetch.handle_share_acknowledge,
+                share_fetch.share_acknowledge_error_response,
+            ),
+            ApiSpec(
+                K.DescribeShareGroupOffsets,
+                0,
+                1,
+                share_groups.handle_describe_offsets,
+                share_groups.describe_offsets_error_response,
+            ),
+            ApiSpec(
+                K.AlterShareGroupOffsets,
+                0,
+                0,
+                share_groups.handle_alter_offsets,
+                share_groups.alter_offsets_error_response,
+            ),
+            ApiSpec(
+                K.DeleteShareGroupOffsets,
+                0,
+                0,
+                share_groups.handle_delete_offsets,
+                share_groups.delete_offsets_error_response,
+            ),
+        ]
+    )

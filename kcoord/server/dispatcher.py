@@ -1,0 +1,227 @@
+"""From a request frame to a response frame: header, version gate, decode, handler, encode.
+
+Behaviour (as a Kafka broker):
+- an unknown API key, or a version no schema describes, closes the connection (Kafka's
+  SocketServer throws InvalidRequestException and closes it);
+- ApiVersions at a version above the highest served is answered with UNSUPPORTED_VERSION and
+  a v0 body that lists the served versions, so the client can retry at a version it shares;
+- any other API at a version the table does not serve, but that its schema describes, is
+  answered with that API's error response carrying UNSUPPORTED_VERSION;
+- a body that does not decode, or that has null where the schema allows none, closes the
+  connection (Kafka's parser throws, and its SocketServer closes the connection);
+- a handler raising :class:`KafkaError` is answered with the API's error response, one raising
+  :class:`CloseConnection` closes the connection (acks=0 Produce); any other exception is logged
+  and answered with UNKNOWN_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from kcoord import logsetup
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import Reply
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.frames import (
+    MalformedRequest,
+    parse_request_header,
+    skip_tagged_fields,
+)
+from kcoord.protocol.messages import ApiKey, null_violation
+
+if TYPE_CHECKING:
+    from kcoord.server.api_table import ApiSpec, ApiTable
+
+log = structlog.get_logger(__name__)
+
+_SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
+Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed."""
+
+
+class _Route:
+    """What dispatching one (api key, version) needs, worked out once."""
+
+    __slots__ = ("decode", "flexible", "spec")
+
+    def __init__(self, spec: ApiSpec, version: int) -> None:
+        self.spec = spec
+        cls = spec.request_cls
+        self.flexible = cls.flexible_version_q(version)
+        # kafka-python's compiled decoder, called with the header's end as start position: no
+        # per-request slicing, type checks or codegen-cache lookups (ApiMessage.decode's work).
+        compiled = getattr(cls._struct, "compiled_decode_from", None)
+        if compiled is not None:
+            self.decode = compiled(version, compact=self.flexible, tagged=self.flexible, data_class=cls[None])
+        else:
+
+            def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
+                return cls.decode(buf[pos:], version=version), len(buf)
+
+            self.decode = decode
+
+
+class Dispatcher:
+    def __init__(self, broker: Any, table: ApiTable) -> None:
+        self.broker = broker
+        self.table = table
+        self._routes: dict[tuple[int, int], _Route] = {}
+
+    def dispatch(self, frame: bytes, conn: Any) -> Frame | Reply | Awaitable[Frame | None] | None:
+        """Answer one request frame (without its size prefix).
+
+        Returns the framed response (bytes, or a list of buffers), a :class:`Reply` or an
+        awaitable of it, or None when the request expects no response (Produce with acks=0).
+        Raises :class:`CloseConnection`.
+        """
+        buf = memoryview(frame)
+        try:
+            header = parse_request_header(buf)
+        except MalformedRequest as e:
+            raise CloseConnection(str(e)) from e
+        version = header.api_version
+        route = self._routes.get((header.api_key, version))
+        if route is None:
+            spec = self.table.get(header.api_key)
+            if spec is None:
+                raise CloseConnection(f"unknown api key {header.api_key}")
+            ctx = RequestContext(header, version, conn)
+            if not spec.min_version <= version <= spec.max_version:
+                return self._unsupported_version(ctx, spec, buf)
+            route = self._routes[(header.api_key, version)] = _Route(spec, version)
+        spec = route.spec
+        ctx = RequestContext(header, version, conn)
+        try:
+            body_at = header.body_offset
+            if route.flexible:
+                body_at = skip_tagged_fields(buf, body_at)
+            request, _ = route.decode(buf, body_at)
+        except Exception as e:
+            raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
+        bad = null_violation(request, version)
+        if bad is not None:
+            raise CloseConnection(f"non-nullable field {bad} was serialized as null")
+        ctx.flexible = route.flexible
+        if logsetup.debug_enabled:
+            log.debug(
+                "request",
+                api=spec.name,
+                version=version,
+                client_id=header.client_id,
+                correlation_id=header.correlation_id,
+                peer=getattr(conn, "peer", None),
+            )
+        try:
+            result = spec.handler(self.broker, ctx, request)
+        except CloseConnection:
+            raise
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=version, client_id=header.client_id)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        if type(result) is Reply:
+            out = Reply()
+
+            def finish(value: Any, error: BaseException | None) -> None:
+                try:
+                    data = self._settle(ctx, spec, request, value, error)
+                except BaseException as e:
+                    out.fail(e)
+                    return
+                out.resolve(data)
+
+            result.then(finish)
+            return out
+        if inspect.isawaitable(result):
+            return self._finish_async(ctx, spec, request, result)
+        if result is None:
+            return None
+        return self.encode(ctx, spec, result)
+
+    def _settle(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
+    ) -> Frame | None:
+        """The framed answer of a handler that returned a Reply, as _finish_async gives it."""
+        if error is None:
+            return None if value is None else self.encode(ctx, spec, value)
+        try:
+            raise error
+        except CloseConnection:
+            raise
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=ctx.api_version)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+
+    async def _finish_async(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, pending: Awaitable[Any]
+    ) -> Frame | None:
+        try:
+            result = await pending
+        except CloseConnection:
+            raise
+        except KafkaError as e:
+            return self._error(ctx, spec, request, e.code, e.message)
+        except Exception as e:
+            log.exception("handler failed", api=spec.name, version=ctx.api_version)
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        if result is None:
+            return None
+        return self.encode(ctx, spec, result)
+
+    def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> Frame:
+        """The framed response: bytes, or a list of buffers for answers that hand over their
+        large parts uncopied (``encode_chunks``, Fetch), for the connection's writelines."""
+        version = ctx.api_version
+        # Response header v1 (flexible versions, except ApiVersions) adds empty tagged fields.
+        tagged = spec.key != ApiKey.ApiVersions and spec.response_cls.flexible_version_q(version)
+        chunked = getattr(response, "encode_chunks", None)
+        if chunked is not None:
+            chunks = chunked(version)
+            size = sum(len(c) for c in chunks)
+            head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, ctx.header.correlation_id)
+            return [head + b"\x00" if tagged else head, *chunks]
+        body = response.encode(version=version)
+        if tagged:
+            return _SIZE_CORR.pack(len(body) + 5, ctx.header.correlation_id) + b"\x00" + body
+        return _SIZE_CORR.pack(len(body) + 4, ctx.header.correlation_id) + body
+
+    def _error(
+        self, ctx: RequestContext, spec: ApiSpec, request: Any, code: int, message: str | None
+    ) -> Frame:
+        if spec.error_response is None:
+            raise CloseConnection(f"{spec.name} failed with {ErrorCode(code).name}: {message}")
+        return self.encode(ctx, spec, spec.error_response(request, ctx.api_version, code, message))
+
+    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: memoryview) -> bytes:
+        version = ctx.api_version
+        if spec.key == ApiKey.ApiVersions:
+            # Answer in v0 so that any client can read the versions we do serve.
+            ctx.api_version = 0
+            return self.encode(ctx, spec, self.table.api_versions_error(ErrorCode.UNSUPPORTED_VERSION))
+        schema_max = spec.request_cls.max_version
+        if version < 0 or version > schema_max or spec.error_response is None:
+            raise CloseConnection(
+                f"{spec.name} v{version} is not supported (served: v{spec.min_version}-v{spec.max_version})"
+            )
+        try:
+            body_at = ctx.header.body_offset
+            if spec.request_cls.flexible_version_q(version):
+                body_at = skip_tagged_fields(buf, body_at)
+            request = spec.request_cls.decode(buf[body_at:], version=version)
+        except Exception as e:
+            raise CloseConnection(f"cannot decode {spec.name} v{version}: {e!r}") from e
+        bad = null_violation(request, version)
+        if bad is not None:
+            raise CloseConnection(f"non-nullable field {bad} was serialized as null")
+        return self._error(ctx, spec, request, ErrorCode.UNSUPPORTED_VERSION, None)

@@ -1,0 +1,328 @@
+"""The network layer: listeners, connections, frames, in-order responses.
+
+Each connection is an asyncio Protocol. Frames are cut from the byte stream as they arrive
+and dispatched at once, so many requests of one connection are in flight together; their
+responses are written strictly in request order (clients match them by order as well as by
+correlation id). Responses that are ready together go out in one write. A connection with too
+much in flight, or whose peer does not read, stops being read until it catches up.
+
+A frame larger than ``socket.request.max.bytes``, a negative size, or a request that cannot be
+parsed closes that connection, with a warning naming the peer, once the requests before it were
+answered; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from collections import deque
+from typing import Any
+
+import structlog
+
+from kcoord.apis.reply import Reply
+from kcoord.config import Endpoint
+from kcoord.server.dispatcher import CloseConnection, Dispatcher, Frame
+
+log = structlog.get_logger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 512  # per connection, before reading pauses
+_ids = itertools.count(1)
+
+
+class _Pending:
+    """A response slot: filled later, written when everything before it was written."""
+
+    __slots__ = ("conn", "data", "done")
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
+        self.data: Frame | None = None
+        self.done = False
+
+    def deliver(self, data: Frame | None, error: BaseException | None) -> None:
+        self.conn._deliver(self, data, error)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.dispatcher = server.dispatcher
+        self.max_frame = server.max_frame_bytes
+        self.id = next(_ids)
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = "unknown"
+        self.peer = "unknown"
+        self._buf = bytearray()
+        self._queue: deque[_Pending] = deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._paused_reading = False
+        self._writing_paused = False
+        self._closing = False
+        self._close_reason: str | None = None  # close once the responses still owed are written
+        self._flush_scheduled = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # --- asyncio.Protocol --------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_host = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.server.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        self._set_drained()
+        self.server.on_connection_closed(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        out: list[Any] = []
+        queue = self._queue
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                self._close_after_pending(
+                    out, f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)"
+                )
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            try:
+                result = self.dispatcher.dispatch(frame, self)
+            except CloseConnection as e:
+                self._close_after_pending(out, str(e))
+                return
+            except Exception:  # a bug must cost this connection only, as in _deliver
+                log.exception("request failed", peer=self.peer)
+                self._close_after_pending(out, "internal error")
+                return
+            if result is None:
+                continue
+            if isinstance(result, bytes | list):
+                if queue:
+                    slot = _Pending(self)
+                    slot.data, slot.done = result, True
+                    queue.append(slot)
+                elif type(result) is list:
+                    out.extend(result)
+                else:
+                    out.append(result)
+                continue
+            # Later: reserve the response's place in line.
+            self._write(out)
+            out = []
+            slot = _Pending(self)
+            queue.append(slot)
+            if type(result) is Reply:
+                result.then(slot.deliver)
+            else:
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(lambda t, s=slot: self._completed(t, s))
+        if pos:
+            del buf[:pos]
+        self._write(out)
+        self._update_reading()
+
+    # --- responses -------------------------------------------------------------------------
+    def _completed(self, task: asyncio.Task[Any], slot: _Pending) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        self._deliver(slot, None if exc is not None else task.result(), exc)
+
+    def _deliver(self, slot: _Pending, data: Frame | None, exc: BaseException | None) -> None:
+        if exc is not None:
+            if isinstance(exc, CloseConnection):
+                self._abort(str(exc))
+            else:
+                log.error("request failed", peer=self.peer, error=repr(exc))
+                self._abort("internal error")
+            return
+        slot.data = data
+        slot.done = True
+        # Responses completed in one pass of the event loop (a flush round releases many) go
+        # out in one write.
+        if not self._flush_scheduled and self._queue and self._queue[0].done:
+            self._flush_scheduled = True
+            self.server.flush_soon(self)
+
+    def _flush(self) -> None:
+        if not self._flush_scheduled:
+            return  # already written by an earlier write pass
+        self._flush_scheduled = False
+        queue = self._queue
+        out = []
+        while queue and queue[0].done:
+            data = queue.popleft().data
+            if type(data) is list:
+                out.extend(data)
+            elif data is not None:
+                out.append(data)
+        self._write(out)
+        if not queue:
+            self._set_drained()
+            if self._close_reason is not None:
+                self._abort(self._close_reason)
+                return
+        self._update_reading()
+
+    def _write(self, out: list[Any]) -> None:
+        if out and self.transport is not None and not self._closing:
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+
+    def _set_drained(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closing or self._close_reason is not None:
+            return
+        should_pause = self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
+        if should_pause and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+        elif not should_pause and self._paused_reading and not self.server.stopping:
+            self.transport.resume_reading()
+            self._paused_reading = False
+
+    def _close_after_pending(self, out: list[Any], reason: str) -> None:
+        """A frame that cannot be served: close the connection, but first answer the requests
+        that came before it, as Kafka does (it reads a connection's next request only after
+        answering the previous one)."""
+        self._write(out)
+        self._buf.clear()
+        if not self._queue:
+            self._abort(reason)
+            return
+        self._close_reason = reason
+        if self.transport is not None and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+
+    def _abort(self, reason: str) -> None:
+        if self._closing:
+            return
+        log.warning("closing connection", peer=self.peer, listener=self.listener, reason=reason)
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- shutdown ----------------------------------------------------------------------------
+    def stop_reading(self) -> None:
+        if self.transport is not None and not self._paused_reading and not self._closing:
+            self.transport.pause_reading()
+            self._paused_reading = True
+
+    async def drain(self) -> None:
+        """Wait until every response owed was written (or the connection was lost)."""
+        if self._queue and not self._closing:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+
+    def close(self) -> None:
+        if self.transport is not None and not self._closing:
+            self._closing = True
+            self.transport.close()
+
+
+class KafkaServer:
+    def __init__(self, dispatcher: Dispatcher, endpoints: list[Endpoint], max_frame_bytes: int) -> None:
+        self.dispatcher = dispatcher
+        self.endpoints = endpoints
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: set[KafkaConnection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+        self.stopping = False
+        self._stop_waiters: set[asyncio.Future[None]] = set()
+        self._servers: list[asyncio.Server] = []
+        self._close_listeners: list[Any] = []
+        self._ready: list[KafkaConnection] = []  # connections with answers to write
+        self._write_pass_scheduled = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for ep in self.endpoints:
+            host = ep.host or "0.0.0.0"
+            srv = await loop.create_server(
+                lambda name=ep.name: KafkaConnection(self, name), host, ep.port, reuse_address=True
+            )
+            self._servers.append(srv)
+            sock = srv.sockets[0].getsockname()
+            self.bound[ep.name] = (host, sock[1])
+            log.info("listening", listener=ep.name, host=host, port=sock[1])
+
+    def flush_soon(self, conn: KafkaConnection) -> None:
+        """Write ``conn``'s ready answers in the next write pass: at the end of the code that
+        completed them (:meth:`write_ready`, e.g. after a flush round released its writers), or
+        else in the next pass of the event loop; one callback for all connections."""
+        self._ready.append(conn)
+        if not self._write_pass_scheduled:
+            self._write_pass_scheduled = True
+            asyncio.get_running_loop().call_soon(self.write_ready)
+
+    def write_ready(self) -> None:
+        """Write every connection's answers that are ready (the write pass)."""
+        self._write_pass_scheduled = False
+        ready, self._ready = self._ready, []
+        for conn in ready:
+            conn._flush()
+
+    def on_connection_closed(self, conn: KafkaConnection) -> None:
+        for cb in self._close_listeners:
+            cb(conn)
+
+    def add_close_listener(self, cb: Any) -> None:
+        self._close_listeners.append(cb)
+
+    def wake_on_stop(self, fut: asyncio.Future[None]) -> None:
+        """Complete ``fut`` when the server starts stopping (long polls answer at once then)."""
+        self._stop_waiters.add(fut)
+
+    def forget_stop_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._stop_waiters.discard(fut)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish and their responses go out."""
+        self.stopping = True
+        for fut in self._stop_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._stop_waiters.clear()
+        for srv in self._servers:
+            srv.close()
+        for conn in list(self.connections):
+            conn.stop_reading()
+        drains = [conn.drain() for conn in list(self.connections)]
+        if drains:
+            await asyncio.wait_for(asyncio.gather(*drains, return_exceptions=True), grace_s)
+        await asyncio.sleep(0)  # let completion callbacks write their responses
+        for conn in list(self.connections):
+            conn.close()
+        for srv in self._servers:
+            await srv.wait_closed()

@@ -1,0 +1,283 @@
+"""Share group delivery: what ShareFetch and ShareAcknowledge do inside a group's actor.
+
+Acknowledgements are applied first (so a fetch can re-acquire what the same request released),
+then each requested share-partition is initialized if needed (its start offset from
+share.auto.offset.reset: earliest, latest, or by_duration), moved past records retention
+deleted, and asked to acquire records from the log batches read at its next fetch offset,
+up to the high watermark (read_uncommitted) or the last stable offset (read_committed).
+
+The ShareCoordinator also owns the share sessions, wakes parked ShareFetch long polls when a
+group's records become available again (releases, lock timeouts, new data), and releases a
+member's records when its connection closes, as Kafka's share session cache does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from kcoord.classic.group import Outcome
+from kcoord.metrics import tags
+from kcoord.protocol import records as batches
+from kcoord.protocol.errors import ErrorCode
+from kcoord.share.config import effective_group_config, parse_by_duration
+from kcoord.share.group import ShareGroup
+from kcoord.share.partition import AcquiredRange, SharePartition
+from kcoord.share.sessions import ShareSessionCache
+from kcoord.storage.log import OffsetOutOfRange
+
+log = structlog.get_logger(__name__)
+
+PartitionKey = tuple[uuid.UUID, int]
+AckBatches = list[tuple[int, int, list[int]]]
+
+
+@dataclass
+class PartitionResult:
+    error: int = 0
+    error_message: str | None = None
+    ack_error: int | None = None  # None: no acknowledgements for this partition
+    records: bytes = b""
+    acquired: list[AcquiredRange] = field(default_factory=list)
+
+    def has_news(self) -> bool:
+        return bool(self.acquired) or bool(self.error) or self.ack_error is not None
+
+
+class ShareCoordinator:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.sessions = ShareSessionCache(self.config.group_share_max_share_sessions)
+        self.waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self.metrics = broker.metrics
+        self._register_metrics()
+        broker.groups.share_waiters = self.wake
+        broker.server.add_close_listener(self.connection_closed)
+
+    # --- metrics (KIP-932: group-coordinator-metrics, protocol=share) --------------------------
+    def _register_metrics(self) -> None:
+        m, gc = self.metrics, self.broker.groups
+        share = tags(protocol="share")
+        m.gauge("group-count", share, lambda: len(gc.all_share_groups()))
+        for state in ("Empty", "Stable", "Dead"):
+            m.gauge(
+                "group-count",
+                tags(protocol="share", state=state.lower()),
+                lambda s=state: sum(1 for g in gc.all_share_groups() if g.state == s),
+            )
+        m.gauge("num-partitions", share, lambda: sum(len(g.partitions) for g in gc.all_share_groups()))
+        self.rebalances = m.meter("rebalance", share)
+        self.ack_meters = {
+            t: m.meter("record-acknowledgement", tags(protocol="share", ack_type=t))
+            for t in ("accept", "release", "reject")
+        }
+        load = m.avg_max("partition-load-time", share)
+        for seconds in gc.share_load_times:
+            load.record(seconds * 1000)
+
+    # --- long polls ------------------------------------------------------------------------
+    def wake(self, group_id: str) -> None:
+        for fut in self.waiters.pop(group_id, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def park(self, group_id: str, fut: asyncio.Future[None]) -> None:
+        self.waiters.setdefault(group_id, set()).add(fut)
+
+    def unpark(self, group_id: str, fut: asyncio.Future[None]) -> None:
+        waiting = self.waiters.get(group_id)
+        if waiting is not None:
+            waiting.discard(fut)
+            if not waiting:
+                del self.waiters[group_id]
+
+    # --- members going away ----------------------------------------------------------------
+    def connection_closed(self, conn: Any) -> None:
+        for group_id, member_id in self.sessions.closed_connection(conn):
+            self.release_member(group_id, member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        def op(group: ShareGroup | None, now: int) -> Outcome:
+            out = Outcome()
+            if group is not None:
+                for sp in group.partitions.values():
+                    out.records.extend(sp.release_member(member_id, now))
+                self.wake(group_id)  # the released records may go to members parked in ShareFetch
+            return out
+
+        self.broker.groups.actor(group_id).tell_share(op)
+
+    # --- configs -------------------------------------------------------------------------------
+    def group_config(self, group: ShareGroup, name: str) -> str:
+        return effective_group_config(name, group.configs, self.config)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        configs = self.broker.groups.store_for(group_id).group_configs.get(group_id, {})
+        return int(effective_group_config("share.record.lock.duration.ms", configs, self.config))
+
+    # --- the work inside the actor -------------------------------------------------------------
+    def acknowledge(
+        self,
+        group: ShareGroup,
+        member_id: str,
+        acks: dict[PartitionKey, AckBatches],
+        now: int,
+        out: Outcome,
+        results: dict[PartitionKey, PartitionResult],
+    ) -> None:
+        for pkey, ack_batches in acks.items():
+            res = results.setdefault(pkey, PartitionResult())
+            sp = group.partitions.get(pkey)
+            if sp is None:
+                res.ack_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            ack = sp.acknowledge(member_id, ack_batches, now)
+            res.ack_error = ack.error_code
+            out.records.extend(ack.records)
+            for t, n in ack.counts.items():
+                meter = self.ack_meters.get(t.name.lower())
+                if meter is not None:
+                    meter.record(now, n)
+
+    def acquire(
+        self,
+        group: ShareGroup,
+        member_id: str,
+        keys: list[PartitionKey],
+        max_records: int,
+        max_bytes: int,
+        now: int,
+        out: Outcome,
+        results: dict[PartitionKey, PartitionResult],
+        strict: bool = False,
+    ) -> int:
+        """Acquire records on every partition of ``keys``; returns how many were acquired.
+
+        ``max_records`` is a soft limit (whole batches) unless ``strict`` (ShareFetch v2's
+        record_limit acquire mode)."""
+        pm = self.broker.partitions
+        read_committed = self.group_config(group, "share.isolation.level") == "read_committed"
+        total = 0
+        remaining_bytes = max_bytes
+        for pkey in keys:
+            res = results.setdefault(pkey, PartitionResult())
+            topic = pm.get_by_id(pkey[0])
+            if topic is None:
+                res.error = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if topic.internal or not 0 <= pkey[1] < len(topic.partitions):
+                res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = topic.partitions[pkey[1]]
+            sp = group.partitions.get(pkey)
+            if sp is None:
+                sp = SharePartition(
+                    group.group_id,
+                    pkey[0],
+                    pkey[1],
+                    self.broker.groups.store_for(group.group_id).share_partition_config(group.group_id),
+                    self._start_offset(group, part, now),
+                )
+                group.partitions[pkey] = sp
+                out.records.extend(sp.initialize())
+            if sp.start_offset < part.log_start_offset:
+                out.records.extend(sp.move_start(part.log_start_offset))
+            if total >= max_records or remaining_bytes <= 0:
+                continue
+            if not sp.can_acquire():
+                continue  # at share.partition.max.record.locks: do not read the log at all
+            limit = part.last_stable_offset if read_committed else part.high_watermark
+            offset = max(sp.next_fetch_offset(), part.log_start_offset)
+            if offset >= limit:
+                continue
+            log_batches = _LogBatches(part.log, offset, limit, remaining_bytes)
+            got = sp.acquire(member_id, log_batches, max_records - total, now, strict=strict)
+            out.records.extend(got.records)
+            if not got.acquired:
+                continue
+            first, last = got.acquired[0].first_offset, got.acquired[-1].last_offset
+            data, headers = log_batches.data(), log_batches.headers
+            start = next(h.position for h in headers if h.last_offset >= first)
+            end = next(h.position + h.size for h in reversed(headers) if h.base_offset <= last)
+            res.records = data[start:end]
+            res.acquired = got.acquired
+            remaining_bytes -= end - start
+            total += sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
+        return total
+
+    def _start_offset(self, group: ShareGroup, part: Any, now: int) -> int:
+        """Where a new share-partition starts: share.auto.offset.reset (default latest)."""
+        reset = self.group_config(group, "share.auto.offset.reset")
+        if reset == "earliest":
+            return part.log_start_offset
+        if reset.startswith("by_duration:"):
+            since = now - parse_by_duration(reset.removeprefix("by_duration:"))
+            found = part.log.offset_for_timestamp(since, part.high_watermark)
+            return found[0] if found is not None else part.high_watermark
+        return part.high_watermark
+
+
+# The first read of a share-partition's log per ShareFetch; each further read doubles.
+FIRST_READ_BYTES = 64 * 1024
+
+
+class _LogBatches:
+    """The (first, last) offsets of the non-control batches of a log from ``offset`` below
+    ``limit``, read as SharePartition.acquire iterates them: in chunks of doubling size, at most
+    ``max_bytes`` in all (but at least one batch, KIP-74).
+
+    A ShareFetch's MaxBytes is 50 MiB by default (the Java client's fetch.max.bytes), far more
+    than the records one acquisition takes (MaxRecords, 500 by default). Reading and parsing
+    MaxBytes of log per ShareFetch made each fetch cost the whole backlog (quadratic in it);
+    Kafka likewise only reads the batches SharePartition.acquire iterates. ``headers`` (their
+    positions count from the start of ``data()``) are those read so far.
+    """
+
+    def __init__(self, log: Any, offset: int, limit: int, max_bytes: int) -> None:
+        self._log = log
+        self._next = offset
+        self._limit = limit
+        self._left = max_bytes
+        self._chunk = FIRST_READ_BYTES
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.headers: list[batches.BatchHeader] = []
+
+    def data(self) -> bytes:
+        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+
+    def _read_more(self) -> list[batches.BatchHeader]:
+        if self._next >= self._limit or (self._chunks and self._left <= 0):
+            return []
+        try:
+            data = self._log.read(self._next, min(self._left, self._chunk), self._limit, min_one=True)
+        except OffsetOutOfRange:
+            return []
+        if not data or (self._chunks and len(data) > self._left):
+            return []  # only the first batch may exceed max_bytes
+        read = list(batches.iter_headers(data, partial_ok=True))
+        if not read:
+            return []
+        for h in read:
+            h.position += self._size
+        self._chunks.append(data)
+        self._size += len(data)
+        self._left -= len(data)
+        self._chunk *= 2
+        self._next = read[-1].next_offset
+        self.headers.extend(read)
+        return read
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        read = self.headers or self._read_more()
+        while read:
+            for h in read:
+                if not h.is_control:
+                    yield h.base_offset, h.last_offset
+            read = self._read_more()
