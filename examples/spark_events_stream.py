@@ -3,9 +3,11 @@
 
 Two routes to the same topic:
 
-- Spark's own Kafka connector (needs the connector jar)::
+- Spark's own Kafka connector (needs the connector jar, of the same version as the Spark it runs
+  in: here the installed PySpark's)::
 
-      spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0 \\
+      SPARK_VERSION=$(python -c 'import pyspark; print(pyspark.__version__)')
+      spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION \\
           examples/spark_events_stream.py --format kafka
 
 - kcoord's PySpark data source (``pip install 'kcoord[spark]'``, no JVM jars), which also commits

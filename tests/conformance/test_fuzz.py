@@ -3,9 +3,13 @@ stays up, and the log only ever holds what valid requests wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,16 +43,54 @@ def metadata_payload(topic: str) -> bytes:
     return request_header(ApiKey.Metadata, 12, 1, "fuzz", flexible=True) + body
 
 
-def answered_or_closed(c: Conn) -> bool:
-    """True if the broker answered (one frame) or closed the connection."""
+def answered_or_closed(c: Conn, timeout: float = 10.0) -> bool:
+    """True if the broker answered (one frame) or closed the connection within ``timeout``
+    seconds; False if it kept the connection open without answering (a hang)."""
+    c.sock.settimeout(timeout)
     try:
-        c.sock.settimeout(10)
         c.recv_frame()
-        return True
-    except (ConnectionError, OSError):
-        return True
-    except TimeoutError:
+    except TimeoutError:  # first: socket.timeout is TimeoutError, itself an OSError
         return False
+    except OSError:  # closed or reset (ConnectionError is an OSError too)
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def one_connection_server(behaviour: str) -> Iterator[tuple[str, int]]:
+    """A local server for one connection that ``answer``s one frame, ``close``s it at once, or
+    ``hang``s: keeps it open without reading or writing until the block ends."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        held.append(conn)
+        if behaviour == "close":
+            conn.close()
+        elif behaviour == "answer":
+            (size,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
+            conn.recv(size, socket.MSG_WAITALL)
+            conn.sendall(struct.pack(">i", 4) + b"\0\0\0\1")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield srv.getsockname()[:2]
+    finally:
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
+        srv.close()
+
+
+@pytest.mark.parametrize(("behaviour", "expected"), [("hang", False), ("close", True), ("answer", True)])
+def test_answered_or_closed_fails_a_hanging_peer(behaviour: str, expected: bool) -> None:
+    with one_connection_server(behaviour) as (host, port), Conn(host, port) as c:
+        c.send_frame(b"request")
+        started = time.monotonic()
+        assert answered_or_closed(c, timeout=0.3) is expected
+        assert time.monotonic() - started < 1
 
 
 @pytest.fixture(scope="module")
