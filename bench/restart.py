@@ -52,10 +52,11 @@ def build_offline(
     data_dir: Path, records: int, groups: int, per_batch: int, seed: int = 1
 ) -> tuple[str, int, int]:
     """Write ``records`` offset commits; return (probe group, probe partition, its last offset)."""
-    from kcoord.classic.coordinator import OFFSETS_TOPIC, partition_for
     from kcoord.classic.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from kcoord.config import BrokerConfig
+    from kcoord.groups import OFFSETS_TOPIC
     from kcoord.protocol.records import build_batch, read_header
+    from kcoord.runtime.partitioning import partition_for
     from kcoord.storage.flush import Flusher
     from kcoord.storage.log import Log, LogConfig
 

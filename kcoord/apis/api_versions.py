@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
-    resp = broker.table.api_versions()
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
+    resp = services.api_versions()
     if ctx.api_version >= 3 and not (
         _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or "")
     ):

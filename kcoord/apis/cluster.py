@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcoord.apis.metadata import CLUSTER_OPERATIONS
+from kcoord.apis.acl_operations import CLUSTER_OPERATIONS
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -22,22 +24,26 @@ _Resp = response_class(ApiKey.DescribeCluster)
 _Broker = _Resp.DescribeClusterBroker
 
 
-def handle_describe_cluster(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_describe_cluster(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     endpoint_type = req.endpoint_type if v >= 1 else ENDPOINT_BROKERS
     if endpoint_type != ENDPOINT_BROKERS:
         return describe_cluster_error_response(
             req, v, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "kcoord has no controller endpoints"
         )
-    ep = broker.advertised(ctx.listener)
+    ep = services.cluster.advertised(ctx.listener)
     return _Resp(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=ENDPOINT_BROKERS,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[_Broker(broker_id=broker.node_id, host=ep.host, port=ep.port, rack=None, is_fenced=False)],
+        cluster_id=services.cluster.cluster_id,
+        controller_id=services.cluster.node_id,
+        brokers=[
+            _Broker(
+                broker_id=services.cluster.node_id, host=ep.host, port=ep.port, rack=None, is_fenced=False
+            )
+        ],
         authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None,
     )
 

@@ -23,10 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcoord.apis.groups import future_responder
-from kcoord.apis.topics import CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, _source
-from kcoord.classic.group import Outcome
-from kcoord.classic.records import GroupConfigKey, GroupConfigValue
+from kcoord.apis.config_sources import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_GROUP,
+    CONFIG_SOURCE_STATIC_BROKER,
+    topic_config_source,
+)
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_all
+from kcoord.apis.services import Services
 from kcoord.config import BrokerConfig, kafka_name
 from kcoord.dataplane.topic_config import (
     TOPIC_CONFIGS,
@@ -36,8 +41,11 @@ from kcoord.dataplane.topic_config import (
     TYPE_STRING,
     effective,
 )
+from kcoord.groups.records import GroupConfigKey, GroupConfigValue
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.config import (
     GROUP_CONFIGS,
     InvalidGroupConfig,
@@ -48,7 +56,6 @@ from kcoord.share.config import (
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
-CONFIG_SOURCE_GROUP = 8
 
 _Resp = response_class(ApiKey.DescribeConfigs)
 _Result = _Resp.DescribeConfigsResult
@@ -56,17 +63,17 @@ _Entry = _Result.DescribeConfigsResourceResult
 _Synonym = _Entry.DescribeConfigsSynonym
 
 
-def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         if res.resource_type == RESOURCE_TOPIC:
-            results.append(_describe_topic(broker, res, keys, req, v))
+            results.append(_describe_topic(services, res, keys, req, v))
         elif res.resource_type == RESOURCE_BROKER:
-            results.append(_describe_broker(broker, res, keys, req, v))
+            results.append(_describe_broker(services, res, keys, req, v))
         elif res.resource_type == RESOURCE_GROUP:
-            results.append(_describe_group(broker, res, keys, req))
+            results.append(_describe_group(services, res, keys, req))
         else:
             results.append(
                 _error(
@@ -78,9 +85,9 @@ def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
     return _Resp(throttle_time_ms=0, results=results)
 
 
-def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> Any:
+def _describe_group(services: Services, res: Any, keys: set[str] | None, req: Any) -> Any:
     """Every group config: GROUP_CONFIG when the group overrides it, else the broker default."""
-    configs = broker.groups.store_for(res.resource_name).group_configs.get(res.resource_name, {})
+    configs = services.groups.state_for(res.resource_name).configs_of(res.resource_name)
     entries = []
     for name, d in sorted(GROUP_CONFIGS.items()):
         if keys is not None and name not in keys:
@@ -92,12 +99,12 @@ def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> A
                 synonyms.append(_Synonym(name=name, value=configs[name], source=CONFIG_SOURCE_GROUP))
             if d.synonym is not None:
                 synonyms.append(
-                    _Synonym(name=d.synonym, value=d.default(broker.config), source=CONFIG_SOURCE_DEFAULT)
+                    _Synonym(name=d.synonym, value=d.default(services.config), source=CONFIG_SOURCE_DEFAULT)
                 )
         entries.append(
             _Entry(
                 name=name,
-                value=effective_group_config(name, configs, broker.config),
+                value=effective_group_config(name, configs, services.config),
                 read_only=False,
                 config_source=CONFIG_SOURCE_GROUP if overridden else CONFIG_SOURCE_DEFAULT,
                 is_default=not overridden,
@@ -110,17 +117,17 @@ def _describe_group(broker: Any, res: Any, keys: set[str] | None, req: Any) -> A
     return _result(res, entries)
 
 
-def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
-    topic = broker.partitions.get(res.resource_name)
+def _describe_topic(services: Services, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
+    topic = services.partitions.get(res.resource_name)
     if topic is None:
         return _error(res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist")
-    cfg = broker.config
+    cfg = services.config
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         if keys is not None and name not in keys:
             continue
         d = TOPIC_CONFIGS[name]
-        source = _source(name, topic.configs, cfg)
+        source = topic_config_source(name, topic.configs, cfg)
         synonyms = []
         if req.include_synonyms:
             if name in topic.configs:
@@ -153,12 +160,12 @@ def _describe_topic(broker: Any, res: Any, keys: set[str] | None, req: Any, v: i
     return _result(res, entries)
 
 
-def _describe_broker(broker: Any, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
+def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: Any, v: int) -> Any:
     if res.resource_name == "":
         return _result(res, [])  # the cluster default: no dynamic broker configs exist
-    if res.resource_name != str(broker.node_id):
-        return _error(res, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
-    cfg = broker.config
+    if res.resource_name != str(services.cluster.node_id):
+        return _error(res, ErrorCode.INVALID_REQUEST, f"this is broker {services.cluster.node_id}")
+    cfg = services.config
     explicit = cfg.model_fields_set
     entries = []
     for field, info in BrokerConfig.model_fields.items():
@@ -228,7 +235,7 @@ _IResult = _IResp.AlterConfigsResourceResponse
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[str, str | None]:
+def _altered(current: dict[str, str], changes: list[Any], services: Services) -> dict[str, str | None]:
     """Apply SET/DELETE/APPEND/SUBTRACT to a copy of the explicit configs (Kafka's semantics)."""
     out: dict[str, str | None] = dict(current)
     seen: set[str] = set()
@@ -246,7 +253,7 @@ def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[s
         elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
             if d.config_type != TYPE_LIST:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
-            items = [x for x in effective(c.name, current, broker.config).split(",") if x]
+            items = [x for x in effective(c.name, current, services.config).split(",") if x]
             given = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == OP_APPEND:
                 items += [x for x in given if x not in items]
@@ -258,12 +265,13 @@ def _altered(current: dict[str, str], changes: list[Any], broker: Any) -> dict[s
     return out
 
 
-def _alter_group(broker: Any, res: Any, validate_only: bool) -> Any:
-    """New group config overrides, persisted through the group's actor (record type 103)."""
+def _alter_group(services: Services, res: Any, validate_only: bool) -> Operation[GroupStore] | None:
+    """The operation that persists new group config overrides (record type 103); None when only
+    validating. Raises KafkaError for what it refuses."""
     gid = res.resource_name
     if not gid:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group id")
-    configs = dict(broker.groups.store_for(gid).group_configs.get(gid, {}))
+    configs = dict(services.groups.state_for(gid).configs_of(gid))
     seen: set[str] = set()
     for c in res.configs:
         if c.name in seen:
@@ -278,33 +286,24 @@ def _alter_group(broker: Any, res: Any, validate_only: bool) -> Any:
         else:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
     try:
-        validate_group_configs(configs, broker.config)
+        validate_group_configs(configs, services.config)
     except InvalidGroupConfig as e:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
     if validate_only:
         return None
-    fut, respond = future_responder()
     value = GroupConfigValue(tuple(sorted(configs.items()))) if configs else None
-
-    def op(_group: Any, now: int) -> Outcome:
-        out = Outcome()
-        out.records.append((GroupConfigKey(gid), value))
-        out.respond(respond, None)
-        return out
-
-    broker.groups.actor(gid).tell(op)
-    return fut
+    return lambda _store, _now: Outcome(records=[(GroupConfigKey(gid), value)])
 
 
-def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_incremental_alter(services: Services, ctx: RequestContext, req: Any) -> Any:
     results: list[tuple[Any, int, str | None]] = []
-    pending = []
+    writes: list[tuple[str, Operation[GroupStore]]] = []
     for res in req.resources:
         try:
             if res.resource_type == RESOURCE_GROUP:
-                fut = _alter_group(broker, res, req.validate_only)
-                if fut is not None:
-                    pending.append(fut)
+                op = _alter_group(services, res, req.validate_only)
+                if op is not None:
+                    writes.append((res.resource_name, op))
                 results.append((res, 0, None))
                 continue
             if res.resource_type != RESOURCE_TOPIC:
@@ -312,7 +311,7 @@ def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
                     ErrorCode.INVALID_REQUEST,
                     f"kcoord cannot alter configs of resource type {res.resource_type}",
                 )
-            topic = broker.partitions.get(res.resource_name)
+            topic = services.partitions.get(res.resource_name)
             if topic is None:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist"
@@ -321,15 +320,15 @@ def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, f"configs of internal topic {topic.name} are fixed"
                 )
-            new = broker.partitions.validate_configs(_altered(topic.configs, res.configs, broker))
+            new = services.partitions.validate_configs(_altered(topic.configs, res.configs, services))
             if not req.validate_only:
-                broker.partitions.alter_topic_configs(topic, new)
+                services.partitions.alter_topic_configs(topic, new)
         except KafkaError as e:
             results.append((res, e.code, e.message))
             continue
         results.append((res, 0, None))
 
-    def build() -> Any:
+    def build(_: Any = None) -> Any:
         return _IResp(
             throttle_time_ms=0,
             responses=[
@@ -343,15 +342,21 @@ def handle_incremental_alter(broker: Any, ctx: Any, req: Any) -> Any:
             ],
         )
 
-    if not pending:
+    if not writes:
         return build()
+    # Answered once every group's new configs are durable.
+    reply, responders = reply_all(len(writes), build)
+    for (gid, op), respond in zip(writes, responders, strict=True):
 
-    async def after_durable() -> Any:
-        for fut in pending:
-            await fut
-        return build()
+        def answered(
+            store: GroupStore, now: int, op: Operation[GroupStore] = op, respond: Responder = respond
+        ) -> Outcome:
+            out = op(store, now)
+            out.respond(respond, None)
+            return out
 
-    return after_durable()
+        services.groups.tell(gid, answered)
+    return reply
 
 
 def incremental_alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

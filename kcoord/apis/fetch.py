@@ -18,10 +18,13 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+from collections.abc import Callable
 from typing import Any
 
+from kcoord.apis.context import RequestContext
+from kcoord.apis.long_poll import LongPoll
+from kcoord.apis.reply import Reply
+from kcoord.apis.services import Services
 from kcoord.dataplane.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
@@ -49,10 +52,10 @@ class _Read:
         self.records = records
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     uses_ids = v >= 13
-    cache = broker.fetch_sessions
+    cache = services.fetch_sessions
     requested: list[tuple[PartitionKey, int, int, int]] = []
     for t in req.topics:
         topic_key = t.topic_id if uses_ids else t.topic
@@ -102,44 +105,51 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
 
     isolation = req.isolation_level
     max_bytes = req.max_bytes if v >= 3 else _INT32_MAX
-    reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
+    reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes)
 
     def finish(rs):
-        return _respond(broker, plan, rs, session, create_session, uses_ids, isolation)
+        return _respond(services, plan, rs, session, create_session, uses_ids, isolation)
 
     if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
         return finish(reads)
-    return _long_poll(broker, req, plan, uses_ids, isolation, max_bytes, finish)
+    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, finish)
 
 
-async def _long_poll(
-    broker: Any, req: Any, plan: list, uses_ids: bool, isolation: int, max_bytes: int, finish: Any
-) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.max_wait_ms / 1000
-    while True:
-        parts = [p for p in (_resolve(broker, key, uses_ids)[1] for key, *_ in plan) if p is not None]
-        fut: asyncio.Future[None] = loop.create_future()
-        for p in parts:
-            p.add_waiter(fut)
-        broker.server.wake_on_stop(fut)  # a shutdown answers with what is there, without waiting
+def _long_poll(
+    services: Services,
+    req: Any,
+    plan: list,
+    uses_ids: bool,
+    isolation: int,
+    max_bytes: int,
+    finish: Callable[[list[_Read]], Any],
+) -> Reply:
+    """Below MinBytes: read again whenever a requested partition's high watermark moves, until
+    there is enough, MaxWaitMs is up or the broker stops."""
+    reply = Reply()
+    poll = LongPoll(req.max_wait_ms, services.shutdown)
+
+    def wait() -> None:
+        parts = [p for p in (_resolve(services, key, uses_ids)[1] for key, *_ in plan) if p is not None]
+        poll.wait(parts, look)
+
+    def look() -> None:
         try:
-            remaining = deadline - loop.time()
-            if remaining > 0 and not broker.server.stopping:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), remaining)
-        finally:
-            for p in parts:
-                p.remove_waiter(fut)
-            broker.server.forget_stop_waiter(fut)
-        reads, total, any_error = _read_all(broker, plan, uses_ids, isolation, max_bytes)
-        if total >= req.min_bytes or any_error or loop.time() >= deadline or broker.server.stopping:
-            return finish(reads)
+            reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes)
+            if total >= req.min_bytes or any_error or poll.over:
+                reply.resolve(finish(reads))
+                return
+            wait()
+        except Exception as e:  # the dispatcher answers UNKNOWN_SERVER_ERROR, as for a handler's
+            reply.fail(e)
+
+    wait()
+    return reply
 
 
-def _resolve(broker: Any, key: PartitionKey, uses_ids: bool) -> tuple[int, Any]:
+def _resolve(services: Services, key: PartitionKey, uses_ids: bool) -> tuple[int, Any]:
     topic_key, index = key
-    pm = broker.partitions
+    pm = services.partitions
     topic = pm.get_by_id(topic_key) if uses_ids else pm.get(topic_key)
     if topic is None:
         return (ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -149,7 +159,7 @@ def _resolve(broker: Any, key: PartitionKey, uses_ids: bool) -> tuple[int, Any]:
 
 
 def _read_all(
-    broker: Any, plan: list, uses_ids: bool, isolation: int, max_bytes: int
+    services: Services, plan: list, uses_ids: bool, isolation: int, max_bytes: int
 ) -> tuple[list[_Read], int, bool]:
     reads = []
     remaining = max_bytes
@@ -157,7 +167,7 @@ def _read_all(
     total = 0
     any_error = False
     for key, offset, part_max, leader_epoch in plan:
-        error, part = _resolve(broker, key, uses_ids)
+        error, part = _resolve(services, key, uses_ids)
         if part is None:
             reads.append(_Read(error))
             any_error = True
@@ -188,7 +198,7 @@ def _read_all(
 
 
 def _respond(
-    broker: Any,
+    services: Services,
     plan: list,
     reads: list[_Read],
     session: FetchSession | None,
@@ -208,7 +218,7 @@ def _respond(
                 keep[i] = False
         session.rotate(answered)
     elif create:
-        new = broker.fetch_sessions.maybe_create(uses_ids)
+        new = services.fetch_sessions.maybe_create(uses_ids)
         if new is not None:
             session_id = new.id
             new.update([(key, off, mb, le) for key, off, mb, le in plan], [])

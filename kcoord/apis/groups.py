@@ -25,41 +25,32 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from kcoord.apis.reply import Reply, from_future, reply_with
+from kcoord.apis.acl_operations import GROUP_OPERATIONS
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_all, reply_with
+from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
-from kcoord.classic.group import ClassicGroup, GroupState, JoinRequest, Outcome
-from kcoord.classic.member import JoinResult, Responder, SyncResult
+from kcoord.classic.group import ClassicGroup, GroupState, JoinRequest
+from kcoord.classic.member import JoinResult, SyncResult
+from kcoord.classic.store import ClassicGroups
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
-from kcoord.share.group import ShareGroup
+from kcoord.runtime.outcome import Outcome, Responder
+from kcoord.share.store import ShareGroups
 
 KEY_TYPE_GROUP = 0
-GROUP_OPERATIONS = {3, 6, 8}  # READ, DELETE, DESCRIBE
+CLASSIC = ClassicGroups.group_type
 
 
-def future_responder() -> tuple[asyncio.Future[Any], Responder]:
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    def respond(value: Any) -> None:
-        if fut.done():
-            return
-        if isinstance(value, BaseException):
-            fut.set_exception(value)
-        else:
-            fut.set_result(value)
-
-    return fut, respond
+def _not_classic(services: Services, group_id: str) -> bool:
+    """Classic APIs answer GROUP_ID_NOT_FOUND for groups of other types ("not a classic group")."""
+    return services.groups.state_for(group_id).held_by_another_type(group_id, CLASSIC)
 
 
-def is_share_group(broker: Any, group_id: str) -> bool:
-    """Classic APIs answer GROUP_ID_NOT_FOUND for share groups ("not a classic group")."""
-    return broker.groups.store_for(group_id).group_type(group_id) == "share"
-
-
-def client_host(ctx: Any) -> str:
+def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_host
 
 
@@ -67,12 +58,12 @@ def client_host(ctx: Any) -> str:
 _FResp = response_class(ApiKey.FindCoordinator)
 
 
-def handle_find_coordinator(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_find_coordinator(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    ep = broker.advertised(ctx.listener)
+    ep = services.cluster.advertised(ctx.listener)
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
     if key_type == KEY_TYPE_GROUP:
-        error, message, node, host, port = 0, None, broker.node_id, ep.host, ep.port
+        error, message, node, host, port = 0, None, services.cluster.node_id, ep.host, ep.port
     else:
         error, message, node, host, port = (
             ErrorCode.INVALID_REQUEST,
@@ -136,11 +127,11 @@ def _join_response(r: JoinResult, version: int) -> Any:
     )
 
 
-def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_join(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _join_response(JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id or ""), v)
-    if is_share_group(broker, req.group_id):
+    if _not_classic(services, req.group_id):
         return _join_response(JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, req.member_id or ""), v)
     join = JoinRequest(
         member_id=req.member_id,
@@ -154,21 +145,19 @@ def handle_join(broker: Any, ctx: Any, req: Any) -> Any:
         require_known_member_id=v >= 4,
     )
     reply, respond = reply_with(lambda r: _join_response(r, v))
+    gid = req.group_id
 
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
+        groups = store.kind(ClassicGroups)
+        group = groups.get_or_create(gid, now) if join.member_id == "" else groups.get(gid)
         if group is None:
             out = Outcome()
             out.respond(respond, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, join.member_id))
             return out
         return group.join(join, respond, now)
 
-    broker.groups.actor(req.group_id).tell(op, create=join.member_id == "")
+    services.groups.tell(gid, op)
     return reply
-
-
-def _await(fut: asyncio.Future[Any], build: Any) -> Reply:
-    """The response ``build(result)`` once ``fut`` is done, without a Task per request."""
-    return from_future(fut, build)
 
 
 def join_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -189,16 +178,18 @@ def _sync_response(r: SyncResult) -> Any:
     )
 
 
-def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
-    if is_share_group(broker, req.group_id):
+    if _not_classic(services, req.group_id):
         return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     reply, respond = reply_with(_sync_response)
+    gid = req.group_id
 
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
+        group = store.kind(ClassicGroups).get(gid)
         if group is None:
             out = Outcome()
             out.respond(respond, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -214,7 +205,7 @@ def handle_sync(broker: Any, ctx: Any, req: Any) -> Any:
             now,
         )
 
-    broker.groups.actor(req.group_id).tell(op)
+    services.groups.tell(gid, op)
     return reply
 
 
@@ -226,16 +217,18 @@ def sync_error_response(req: Any, version: int, code: int, message: str | None) 
 _HResp = response_class(ApiKey.Heartbeat)
 
 
-def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
-    if is_share_group(broker, req.group_id):
+    if _not_classic(services, req.group_id):
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
     reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
     instance = req.group_instance_id if v >= 3 else None
+    gid = req.group_id
 
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
+        group = store.kind(ClassicGroups).get(gid)
         out = Outcome()
         code = (
             ErrorCode.UNKNOWN_MEMBER_ID
@@ -245,7 +238,7 @@ def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
         out.respond(respond, code)
         return out
 
-    broker.groups.actor(req.group_id).tell(op)
+    services.groups.tell(gid, op)
     return reply
 
 
@@ -257,7 +250,7 @@ def heartbeat_error_response(req: Any, version: int, code: int, message: str | N
 _LResp = response_class(ApiKey.LeaveGroup)
 
 
-def handle_leave(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_leave(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if v >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -265,20 +258,9 @@ def handle_leave(broker: Any, ctx: Any, req: Any) -> Any:
         identities = [(req.member_id, None)]
     if not req.group_id:
         return leave_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
-    if is_share_group(broker, req.group_id):
+    if _not_classic(services, req.group_id):
         return leave_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
-    fut, respond = future_responder()
-
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
-        if group is None:
-            out = Outcome()
-            out.respond(respond, [ErrorCode.UNKNOWN_MEMBER_ID] * len(identities))
-            return out
-        out, errors = group.leave(identities, now)
-        out.respond(respond, errors)
-        return out
-
-    broker.groups.actor(req.group_id).tell(op)
+    gid = req.group_id
 
     def build(errors: list[int]) -> Any:
         if v < 3:
@@ -292,7 +274,20 @@ def handle_leave(broker: Any, ctx: Any, req: Any) -> Any:
             ],
         )
 
-    return _await(fut, build)
+    reply, respond = reply_with(build)
+
+    def op(store: GroupStore, now: int) -> Outcome:
+        group = store.kind(ClassicGroups).get(gid)
+        if group is None:
+            out = Outcome()
+            out.respond(respond, [ErrorCode.UNKNOWN_MEMBER_ID] * len(identities))
+            return out
+        out, errors = group.leave(identities, now)
+        out.respond(respond, errors)
+        return out
+
+    services.groups.tell(gid, op)
+    return reply
 
 
 def leave_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -343,13 +338,16 @@ def describe_group(group: ClassicGroup | None, group_id: str, version: int, incl
     )
 
 
-def handle_describe(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     include_ops = v >= 3 and req.include_authorized_operations
-    gc = broker.groups
+    gc = services.groups
     return _DResp(
         throttle_time_ms=0,
-        groups=[describe_group(gc.shard_for(gid).store.get(gid), gid, v, include_ops) for gid in req.groups],
+        groups=[
+            describe_group(gc.state_for(gid).kind(ClassicGroups).get(gid), gid, v, include_ops)
+            for gid in req.groups
+        ],
     )
 
 
@@ -376,12 +374,13 @@ def describe_error_response(req: Any, version: int, code: int, message: str | No
 _LGResp = response_class(ApiKey.ListGroups)
 
 
-def handle_list(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_list(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     states = {s.lower() for s in req.states_filter} if v >= 4 and req.states_filter else None
     types = {t.lower() for t in req.types_filter} if v >= 5 and req.types_filter else None
     listed = []
-    for g in broker.groups.all_groups():
+    stores = services.groups.states()
+    for g in (g for store in stores for g in store.kind(ClassicGroups).groups.values()):
         if g.is_in(GroupState.DEAD):
             continue
         if states is not None and g.state.value.lower() not in states:
@@ -396,7 +395,7 @@ def handle_list(broker: Any, ctx: Any, req: Any) -> Any:
                 group_type="classic",
             )
         )
-    for sg in broker.groups.all_share_groups():
+    for sg in (g for store in stores for g in store.kind(ShareGroups).groups.values()):
         if sg.dead or (states is not None and sg.state.lower() not in states):
             continue
         if types is not None and "share" not in types:
@@ -417,53 +416,49 @@ def list_error_response(req: Any, version: int, code: int, message: str | None) 
 _DGResp = response_class(ApiKey.DeleteGroups)
 
 
-def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
-    results: list[tuple[str, asyncio.Future[Any] | int]] = []
-    for gid in req.groups_names:
-        # KIP-289 as DESIGN.md and the issue specify it: "" is refused like null. (Kafka 4 itself
+def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
+    gids = list(req.groups_names)
+
+    def build(codes: list[int]) -> Any:
+        return _DGResp(
+            throttle_time_ms=0,
+            results=[
+                _DGResp.DeletableGroupResult(group_id=gid, error_code=code)
+                for gid, code in zip(gids, codes, strict=True)
+            ],
+        )
+
+    reply, responders = reply_all(len(gids), build)
+    for gid, respond in zip(gids, responders, strict=True):
+        # KIP-289 as the project's design specifies it: "" is refused like null. (Kafka 4 itself
         # still deletes "" "for backwards compatibility"; kcoord follows its own spec here.)
         if not gid:
-            results.append((gid, ErrorCode.INVALID_GROUP_ID))
+            respond(ErrorCode.INVALID_GROUP_ID)
             continue
-        fut, respond = future_responder()
-        if broker.groups.store_for(gid).group_type(gid) == "share":
+        services.groups.tell(
+            gid, lambda store, now, gid=gid, respond=respond: _delete_group(store, gid, now, respond)
+        )
+    return reply
 
-            def share_op(group: ShareGroup | None, now: int, respond: Responder = respond) -> Outcome:
-                if group is None or group.dead:
-                    out = Outcome()
-                    out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
-                elif group.members:
-                    out = Outcome()
-                    out.respond(respond, ErrorCode.NON_EMPTY_GROUP)
-                else:
-                    out = group.delete()
-                    out.respond(respond, 0)
-                return out
 
-            broker.groups.actor(gid).tell_share(share_op)
-            results.append((gid, fut))
-            continue
-
-        def op(group: ClassicGroup | None, now: int, respond: Responder = respond) -> Outcome:
-            if group is None:
-                out = Outcome()
-                out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
-                return out
-            code, out = offset_rules.delete_group(group, now)
-            out.respond(respond, code)
+def _delete_group(store: GroupStore, group_id: str, now: int, respond: Responder) -> Outcome:
+    share = store.kind(ShareGroups).get(group_id)
+    if share is not None:
+        if share.members:
+            out = Outcome()
+            out.respond(respond, ErrorCode.NON_EMPTY_GROUP)
             return out
-
-        broker.groups.actor(gid).tell(op)
-        results.append((gid, fut))
-
-    async def build() -> Any:
-        out = []
-        for gid, r in results:
-            code = r if isinstance(r, int) else await r
-            out.append(_DGResp.DeletableGroupResult(group_id=gid, error_code=code))
-        return _DGResp(throttle_time_ms=0, results=out)
-
-    return build()
+        out = share.delete()
+        out.respond(respond, 0)
+        return out
+    group = store.kind(ClassicGroups).get(group_id)
+    if group is None:
+        out = Outcome()
+        out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
+        return out
+    code, out = offset_rules.delete_group(group, now)
+    out.respond(respond, code)
+    return out
 
 
 def delete_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.storage.log import (
@@ -47,9 +49,9 @@ _MIN_VERSION = {
 }
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    pm = broker.partitions
+    pm = services.partitions
     isolation = req.isolation_level if v >= 2 else 0
     topics = []
     for t in req.topics:
@@ -65,14 +67,14 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH))
                 continue
             if v == 0:
-                parts.append(_old_style(part, p.partition_index, p.timestamp, p.max_num_offsets, broker))
+                parts.append(_old_style(part, p.partition_index, p.timestamp, p.max_num_offsets, services))
                 continue
             parts.append(_lookup(part, p.partition_index, p.timestamp, isolation, v))
         topics.append(_TopicResp(name=t.name, partitions=parts))
     return _Resp(throttle_time_ms=0, topics=topics)
 
 
-def _old_style(part: Any, index: int, ts: int, max_offsets: int, broker: Any) -> Any:
+def _old_style(part: Any, index: int, ts: int, max_offsets: int, services: Services) -> Any:
     """ListOffsets v0 (Kafka 0.10's fetchOffsetsBefore): segment start offsets, each paired with
     its segment file's modification time, plus the high watermark paired with now; latest
     answers from the end, earliest from the start, a timestamp from the last pair not newer than
@@ -83,7 +85,7 @@ def _old_style(part: Any, index: int, ts: int, max_offsets: int, broker: Any) ->
         for s in log_.segments
     ]
     if log_.segments[-1].size > 0:
-        pairs.append((part.high_watermark, broker.clock.now_ms()))
+        pairs.append((part.high_watermark, services.clock.now_ms()))
     if ts == LATEST_TIMESTAMP:
         start = len(pairs) - 1
     elif ts == EARLIEST_TIMESTAMP:
@@ -156,8 +158,8 @@ _ETopic = _EResp.OffsetForLeaderTopicResult
 _EPart = _ETopic.EpochEndOffset
 
 
-def handle_leader_epoch(broker: Any, ctx: Any, req: Any) -> Any:
-    pm = broker.partitions
+def handle_leader_epoch(services: Services, ctx: RequestContext, req: Any) -> Any:
+    pm = services.partitions
     topics = []
     for t in req.topics:
         topic = pm.get(t.topic)

@@ -20,14 +20,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kcoord.apis.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, bitfield
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import Topic, validate_topic_name
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
 # AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, DESCRIBE_TOKENS 14
-TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
-CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12, 14}
 AUTHORIZED_OPS_OMITTED = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -37,11 +38,11 @@ _Topic = _Resp.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    ep = broker.advertised(ctx.listener)
-    pm = broker.partitions
-    node = broker.node_id
+    ep = services.cluster.advertised(ctx.listener)
+    pm = services.partitions
+    node = services.cluster.node_id
     topics_out = []
     include_ops = v >= 8 and req.include_topic_authorized_operations
 
@@ -50,7 +51,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     else:
         wanted = [(t.name, t.topic_id if v >= 10 else None) for t in req.topics]
 
-    allow_auto = broker.config.auto_create_topics_enable and (v < 4 or req.allow_auto_topic_creation)
+    allow_auto = services.config.auto_create_topics_enable and (v < 4 or req.allow_auto_topic_creation)
     for name, topic_id in wanted:
         by_id = topic_id is not None and topic_id != ZERO_UUID
         if by_id or name is None:
@@ -70,7 +71,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
         else:
             topic = pm.get(name)
             if topic is None:
-                topic_or_error = _auto_create(broker, name, allow_auto)
+                topic_or_error = _auto_create(services, name, allow_auto)
                 if isinstance(topic_or_error, int):
                     topics_out.append(
                         _Topic(error_code=topic_or_error, name=name, topic_id=ZERO_UUID, partitions=[])
@@ -82,7 +83,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     resp = _Resp(
         throttle_time_ms=0,
         brokers=[_Broker(node_id=node, host=ep.host, port=ep.port, rack=None)],
-        cluster_id=broker.cluster_id,
+        cluster_id=services.cluster.cluster_id,
         controller_id=node,
         topics=topics_out,
         error_code=0,
@@ -92,7 +93,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     return resp
 
 
-def _auto_create(broker: Any, name: str, allow: bool) -> Topic | int:
+def _auto_create(services: Services, name: str, allow: bool) -> Topic | int:
     try:
         validate_topic_name(name)
     except KafkaError as e:
@@ -100,10 +101,10 @@ def _auto_create(broker: Any, name: str, allow: bool) -> Topic | int:
     if not allow:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
-        return broker.partitions.create_topic(name, broker.config.num_partitions, {})
+        return services.partitions.create_topic(name, services.config.num_partitions, {})
     except KafkaError as e:
         if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            return broker.partitions.get(name)
+            return services.partitions.get(name)
         return e.code
 
 
@@ -136,9 +137,9 @@ _DPartition = _DTopic.DescribeTopicPartitionsResponsePartition
 _Cursor = _DResp.Cursor
 
 
-def handle_describe_topic_partitions(broker: Any, ctx: Any, req: Any) -> Any:
-    pm = broker.partitions
-    node = broker.node_id
+def handle_describe_topic_partitions(services: Services, ctx: RequestContext, req: Any) -> Any:
+    pm = services.partitions
+    node = services.cluster.node_id
     limit = max(1, req.response_partition_limit)
     names = sorted({t.name for t in req.topics}) if req.topics else sorted(pm.topics)
     cursor = req.cursor
@@ -184,17 +185,10 @@ def handle_describe_topic_partitions(broker: Any, ctx: Any, req: Any) -> Any:
                     )
                     for p in taken
                 ],
-                topic_authorized_operations=_ops_int(TOPIC_OPERATIONS),
+                topic_authorized_operations=bitfield(TOPIC_OPERATIONS),
             )
         )
         if len(taken) < len(parts):
             next_cursor = _Cursor(topic_name=name, partition_index=start + len(taken))
             break
     return _DResp(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
-
-
-def _ops_int(ops: set[int]) -> int:
-    value = 0
-    for bit in ops:
-        value |= 1 << bit
-    return value

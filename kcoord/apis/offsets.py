@@ -30,14 +30,17 @@ from typing import Any
 
 import structlog
 
-from kcoord.apis.groups import _await, future_responder, is_share_group
-from kcoord.apis.reply import reply_with
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_all, reply_with
+from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
-from kcoord.classic.group import ClassicGroup, GroupState, Outcome
-from kcoord.protocol.errors import ErrorCode
+from kcoord.classic.group import GroupState
+from kcoord.classic.store import ClassicGroups
+from kcoord.groups.store import GroupStore
+from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
-from kcoord.server.dispatcher import CloseConnection
+from kcoord.runtime.outcome import Outcome
 
 log = structlog.get_logger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
@@ -45,7 +48,7 @@ ZERO_UUID = uuid.UUID(int=0)
 _warned_clients: set[str] = set()
 
 
-def _warn_empty_group(ctx: Any, api: str) -> None:
+def _warn_empty_group(ctx: RequestContext, api: str) -> None:
     client = ctx.client_id or ""
     if client not in _warned_clients:
         _warned_clients.add(client)
@@ -66,16 +69,16 @@ _CTopic = _CResp.OffsetCommitResponseTopic
 _CPart = _CTopic.OffsetCommitResponsePartition
 
 
-def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
-    if is_share_group(broker, req.group_id):
+    if services.groups.state_for(req.group_id).held_by_another_type(req.group_id, ClassicGroups.group_type):
         return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     if req.group_id == "":
         _warn_empty_group(ctx, "OffsetCommit")
-    pm = broker.partitions
-    max_meta = broker.config.offset_metadata_max_bytes
+    pm = services.partitions
+    max_meta = services.config.offset_metadata_max_bytes
     # (response topic index, partition index) -> error, for partitions refused before the group sees them
     results: list[tuple[Any, list[list[int]]]] = []
     commits: list[tuple[str, int, int, int, str]] = []
@@ -118,9 +121,13 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
     instance = req.group_instance_id if v >= 7 else None
     retention = req.retention_time_ms if v <= 4 else -1
     reply, respond = reply_with(build)
+    gid = req.group_id
 
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        groups = store.kind(ClassicGroups)
+        # Standalone commits (no generation) create the group, as Kafka's do.
+        group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
         if group is None:
             out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION)
             return out
@@ -132,9 +139,7 @@ def handle_commit(broker: Any, ctx: Any, req: Any) -> Any:
         out.respond(respond, 0)
         return out
 
-    broker.groups.actor(req.group_id).tell(
-        op, create=generation < 0 and broker.groups.shard_for(req.group_id).store.get(req.group_id) is None
-    )
+    services.groups.tell(gid, op)
     return reply
 
 
@@ -160,14 +165,14 @@ _FGroup = _FResp.OffsetFetchResponseGroup
 class _Wanted:
     """The topics an OffsetFetch asks about: names to look up, and (v10) ids nobody knows."""
 
-    def __init__(self, broker: Any, topics: Any, v: int) -> None:
+    def __init__(self, services: Services, topics: Any, v: int) -> None:
         self.topics: list[tuple[str, list[int]]] | None = None if topics is None else []
         self.ids: dict[str, uuid.UUID] = {}
         self.unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
         for t in topics or []:
             parts = list(t.partition_indexes)
             if v >= 10:
-                topic = broker.partitions.get_by_id(t.topic_id)
+                topic = services.partitions.get_by_id(t.topic_id)
                 if topic is None:
                     self.unknown_ids.append((t.topic_id, parts))
                     continue
@@ -178,27 +183,32 @@ class _Wanted:
 
 
 def _fetch_group(
-    broker: Any, ctx: Any, group_id: str | None, wanted: _Wanted, respond: Callable[[Any], None]
+    services: Services,
+    ctx: RequestContext,
+    group_id: str | None,
+    wanted: _Wanted,
+    respond: Callable[[Any], None],
 ) -> None:
     """Call ``respond`` with (error, [(topic, [(partition, value|None)])]) for one group (or with
     the exception that failed it)."""
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return
-    if is_share_group(broker, group_id):
+    if services.groups.state_for(group_id).held_by_another_type(group_id, ClassicGroups.group_type):
         respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
         return
     if group_id == "":
         _warn_empty_group(ctx, "OffsetFetch")
 
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        group = store.kind(ClassicGroups).get(group_id)
         if group is not None and group.is_in(GroupState.DEAD):
             group = None
         out.respond(respond, (0, offset_rules.fetch(group, wanted.topics)))
         return out
 
-    broker.groups.actor(group_id).tell(op)
+    services.groups.tell(group_id, op)
 
 
 def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
@@ -208,33 +218,31 @@ def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
     ]
 
 
-def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if v < 8:
         if v < 2 and req.topics is None:
             # Topics became nullable in v2 (KIP-88); Kafka cannot parse a null before that.
             raise CloseConnection(f"OffsetFetch v{v}: topics is not nullable before v2")
-        wanted = _Wanted(broker, req.topics, v)
+        wanted = _Wanted(services, req.topics, v)
 
         def build_old(result: Any) -> Any:
             error, data = result
             return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
 
         reply, respond = reply_with(build_old)
-        _fetch_group(broker, ctx, req.group_id, wanted, respond)
+        _fetch_group(services, ctx, req.group_id, wanted, respond)
         return reply
 
-    requests = [(g.group_id, _Wanted(broker, g.topics, v)) for g in req.groups]
-    results: list[Any] = [None] * len(requests)
-    remaining = len(requests)
+    requests = [(g.group_id, _Wanted(services, g.topics, v)) for g in req.groups]
 
-    def build(_: Any) -> Any:
+    def build(results: list[Any]) -> Any:
         groups = []
         for (gid, wanted), (error, data) in zip(requests, results, strict=True):
             topics: list[FetchTopic] = [
                 (
                     t if v < 10 else None,
-                    (wanted.ids.get(t) or _topic_id(broker, t)) if v >= 10 else None,
+                    (wanted.ids.get(t) or _topic_id(services, t)) if v >= 10 else None,
                     _fetched_partitions(parts),
                 )
                 for t, parts in data
@@ -246,30 +254,14 @@ def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
             groups.append((gid, error, topics))
         return OffsetFetchAnswer(groups=groups)
 
-    reply, respond_all = reply_with(build)
-
-    def collector(i: int) -> Callable[[Any], None]:
-        def respond(result: Any) -> None:
-            nonlocal remaining
-            if isinstance(result, BaseException):
-                respond_all(result)
-                return
-            results[i] = result
-            remaining -= 1
-            if remaining == 0:
-                respond_all(None)
-
-        return respond
-
-    if not requests:
-        respond_all(None)
-    for i, (gid, wanted) in enumerate(requests):
-        _fetch_group(broker, ctx, gid, wanted, collector(i))
+    reply, responders = reply_all(len(requests), build)
+    for (gid, wanted), respond in zip(requests, responders, strict=True):
+        _fetch_group(services, ctx, gid, wanted, respond)
     return reply
 
 
-def _topic_id(broker: Any, name: str) -> Any:
-    topic = broker.partitions.get(name)
+def _topic_id(services: Services, name: str) -> Any:
+    topic = services.partitions.get(name)
     return topic.topic_id if topic is not None else ZERO_UUID
 
 
@@ -288,11 +280,11 @@ _DTopic = _DResp.OffsetDeleteResponseTopic
 _DPart = _DTopic.OffsetDeleteResponsePartition
 
 
-def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return delete_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
-    pm = broker.partitions
+    pm = services.partitions
     unknown: dict[tuple[str, int], int] = {}
     wanted = []
     for t in req.topics:
@@ -304,18 +296,7 @@ def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
             else:
                 keep.append(p.partition_index)
         wanted.append((t.name, keep))
-    fut, respond = future_responder()
-
-    def op(group: ClassicGroup | None, now: int) -> Outcome:
-        if group is None:
-            out = Outcome()
-            out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, {}))
-            return out
-        error, out, per_partition = offset_rules.delete_offsets(group, wanted)
-        out.respond(respond, (error, {(t, p): e for t, errs in per_partition for p, e in errs}))
-        return out
-
-    broker.groups.actor(req.group_id).tell(op)
+    gid = req.group_id
 
     def build(result: Any) -> Any:
         error, per_partition = result
@@ -341,7 +322,20 @@ def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
             ],
         )
 
-    return _await(fut, build)
+    reply, respond = reply_with(build)
+
+    def op(store: GroupStore, now: int) -> Outcome:
+        group = store.kind(ClassicGroups).get(gid)
+        if group is None:
+            out = Outcome()
+            out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, {}))
+            return out
+        error, out, per_partition = offset_rules.delete_offsets(group, wanted)
+        out.respond(respond, (error, {(t, p): e for t, errs in per_partition for p, e in errs}))
+        return out
+
+    services.groups.tell(gid, op)
+    return reply
 
 
 def delete_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

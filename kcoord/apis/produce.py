@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import Reply
+from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import Partition
 from kcoord.dataplane.topic_config import effective
 from kcoord.protocol import records
-from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.records import InvalidBatch
-from kcoord.server.dispatcher import CloseConnection
 
 _Resp = response_class(ApiKey.Produce)
 _TopicResp = _Resp.TopicProduceResponse
@@ -49,11 +51,11 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Any:
     )
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     acks = req.acks
-    pm = broker.partitions
-    now = broker.clock.now_ms()
+    pm = services.partitions
+    now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
     if req.transactional_id is not None:
@@ -82,7 +84,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
                 continue
             part = topic.partitions[pd.index]
             try:
-                base_offset, append_time, appended = append_records(broker, part, pd.records, now)
+                base_offset, append_time, appended = append_records(services, part, pd.records, now)
             except KafkaError as e:
                 parts_out.append(_partition_error(pd.index, e.code, e.message))
                 continue
@@ -103,7 +105,7 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
     resp = _Resp(responses=responses, throttle_time_ms=0)
     if acks == 0:
         for part in touched:
-            broker.flusher.mark_dirty(part.log)
+            services.flusher.mark_dirty(part.log)
         failed = [
             f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
             for t in responses
@@ -117,27 +119,27 @@ def handle(broker: Any, ctx: Any, req: Any) -> Any:
         return None
     if acks == 1 or not touched:
         for part in touched:
-            broker.flusher.mark_dirty(part.log)
+            services.flusher.mark_dirty(part.log)
         return resp
-    waiter = None
-    for part in touched:
-        waiter = broker.flusher.commit(part.log)
-    if waiter is None:
+    flusher = services.flusher
+    if not flusher.waits_for_disk:
+        for part in touched:
+            flusher.mark_dirty(part.log)
         return resp
-    return _after(waiter, resp)
+    # acks=all answers once the batches are durable; every touched log is in the same flush round.
+    for part in touched[:-1]:
+        flusher.mark_dirty(part.log)
+    reply = Reply()
+    flusher.when_durable(touched[-1].log, lambda error: reply.fail(error) if error else reply.resolve(resp))
+    return reply
 
 
-async def _after(waiter: Any, resp: Any) -> Any:
-    await waiter
-    return resp
-
-
-def append_records(broker: Any, part: Partition, raw: bytes | None, now: int) -> tuple[int, int, bool]:
+def append_records(services: Services, part: Partition, raw: bytes | None, now: int) -> tuple[int, int, bool]:
     """Validate and append one partition's records: (base offset, log append time, appended)."""
     if not raw:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
     configs = part.topic.configs
-    cfg = broker.config
+    cfg = services.config
     data = bytearray(raw)
     if len(data) > int(effective("segment.bytes", configs, cfg)):
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
 _Resp = response_class(ApiKey.InitProducerId)
 
 
-def handle(broker: Any, ctx: Any, req: Any) -> Any:
+def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     if req.transactional_id is not None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "kcoord does not implement transactions")
     return _Resp(
-        throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0
+        throttle_time_ms=0, error_code=0, producer_id=services.producer_ids.next_id(), producer_epoch=0
     )
 
 

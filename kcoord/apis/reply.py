@@ -1,15 +1,15 @@
-"""A response that arrives later, handed over by a plain callback.
+"""A response that arrives later, handed over by a plain callback: the one way a handler answers
+later.
 
-Handlers whose answer waits for a group actor or for an fsync return a :class:`Reply` instead of
-a coroutine: a coroutine costs a Task per request, and every future it awaits one more pass of
-the event loop. ``resolve`` and ``fail`` call the one consumer at once, on the resolver's stack,
-so the consumer must not block; the dispatcher's consumer encodes the response and the
-connection's queues it for the next write.
+Handlers whose answer waits for a coordinator actor, an fsync or a long poll return a
+:class:`Reply` instead of a coroutine: a coroutine costs a Task per request, and every future it
+awaits one more pass of the event loop. ``resolve`` and ``fail`` call the one consumer at once,
+on the resolver's stack, so the consumer must not block; the dispatcher's consumer encodes the
+response and the connection queues it for the next write.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -88,16 +88,27 @@ def reply_with(build: Callable[[Any], Any]) -> tuple[Reply, Callable[[Any], None
     return reply, respond
 
 
-def from_future(fut: Any, build: Callable[[Any], Any]) -> Reply:
-    """A Reply completed with ``build(result)`` when the asyncio future ``fut`` is done."""
+def reply_all(count: int, build: Callable[[list[Any]], Any]) -> tuple[Reply, list[Callable[[Any], None]]]:
+    """A Reply and ``count`` responders: once each has its value, the Reply gets ``build(values)``
+    (in responder order); the first exception fails it."""
     reply, respond = reply_with(build)
+    values: list[Any] = [None] * count
+    missing = count
 
-    def done(f: Any) -> None:
-        if f.cancelled():
-            reply.fail(asyncio.CancelledError())
-            return
-        error = f.exception()
-        respond(error if error is not None else f.result())
+    def responder(i: int) -> Callable[[Any], None]:
+        def answer(value: Any) -> None:
+            nonlocal missing
+            if isinstance(value, BaseException):
+                respond(value)
+                return
+            values[i] = value
+            missing -= 1
+            if missing == 0:
+                respond(values)
 
-    fut.add_done_callback(done)
-    return reply
+        return answer
+
+    responders = [responder(i) for i in range(count)]
+    if count == 0:
+        respond(values)
+    return reply, responders

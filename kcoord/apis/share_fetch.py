@@ -16,18 +16,22 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from kcoord.apis.groups import _await, future_responder
-from kcoord.classic.group import Outcome
+from kcoord.apis.context import RequestContext
+from kcoord.apis.long_poll import LongPoll
+from kcoord.apis.reply import Reply, reply_with
+from kcoord.apis.services import Services
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import register_schema_pair
+from kcoord.runtime.outcome import Outcome
 from kcoord.share.coordinator import AckBatches, PartitionKey, PartitionResult
-from kcoord.share.group import ShareGroup
 from kcoord.share.partition import AckType
 from kcoord.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+from kcoord.share.store import ShareGroups
 
 ACQUIRE_RECORD_LIMIT = 1
 
@@ -57,21 +61,18 @@ def _check_renew(acks: dict[PartitionKey, AckBatches], renew_request: bool) -> N
         raise KafkaError(ErrorCode.INVALID_REQUEST, "RENEW acknowledgements need IsRenewAck (ShareFetch v2)")
 
 
-def _renew_allowed(broker: Any, group_id: str) -> bool:
-    from kcoord.share.config import effective_group_config
-
-    configs = broker.groups.store_for(group_id).group_configs.get(group_id, {})
-    return effective_group_config("share.renew.acknowledge.enable", configs, broker.config) == "true"
+def _renew_allowed(services: Services, group_id: str) -> bool:
+    return services.share.group_config_of(group_id, "share.renew.acknowledge.enable") == "true"
 
 
 def _fetch_response(
-    broker: Any,
+    services: Services,
     version: int,
     group_id: str,
     results: dict[PartitionKey, PartitionResult],
     keys: list[PartitionKey],
 ) -> Any:
-    node = broker.node_id
+    node = services.cluster.node_id
     topics: dict[uuid.UUID, list[Any]] = {}
     for pkey in keys:
         r = results.get(pkey, PartitionResult())
@@ -100,7 +101,7 @@ def _fetch_response(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
-        acquisition_lock_timeout_ms=broker.share.lock_duration_ms(group_id),
+        acquisition_lock_timeout_ms=services.share.lock_duration_ms(group_id),
         responses=[_FResp.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
         node_endpoints=[],
     )
@@ -117,7 +118,7 @@ def _top_error(resp_cls: Any, code: int, message: str | None) -> Any:
     )
 
 
-def handle_share_fetch(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
     if not gid or not mid:
@@ -129,29 +130,30 @@ def handle_share_fetch(broker: Any, ctx: Any, req: Any) -> Any:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "a renew-only ShareFetch must set every fetch limit to 0")
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
-    share = broker.share
+    share = services.share
     session = share.sessions.for_fetch((gid, mid), epoch, ctx.conn, requested, forgotten, bool(acks))
     final = epoch == FINAL_EPOCH
     keys = [] if final or renew else list(session.partitions)
-    if renew and not _renew_allowed(broker, gid):
+    if renew and not _renew_allowed(services, gid):
         results = {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
-        return _fetch_response(broker, v, gid, results, list(acks))
+        return _fetch_response(services, v, gid, results, list(acks))
     strict = v >= 2 and req.share_acquire_mode == ACQUIRE_RECORD_LIMIT
     max_records = req.max_records if req.max_records > 0 else 500
 
-    def work(with_acks: bool) -> asyncio.Future[Any]:
-        fut, respond = future_responder()
+    def work(with_acks: bool, then: Callable[[Any], None]) -> None:
+        """Acknowledge (first pass) and acquire in the group's actor; ``then((results, n))``."""
 
-        def op(group: ShareGroup | None, now: int) -> Outcome:
+        def op(store: GroupStore, now: int) -> Outcome:
             out = Outcome()
             results: dict[PartitionKey, PartitionResult] = {}
+            group = store.kind(ShareGroups).get(gid)
             if group is None:
                 for k in keys or acks:
                     results[k] = PartitionResult(
                         error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         error_message=f"share group {gid} does not exist",
                     )
-                out.respond(respond, (results, 0))
+                out.respond(then, (results, 0))
                 return out
             if with_acks and acks:
                 share.acknowledge(group, mid, acks, now, out, results)
@@ -165,54 +167,54 @@ def handle_share_fetch(broker: Any, ctx: Any, req: Any) -> Any:
                 for sp in group.partitions.values():
                     out.records.extend(sp.release_member(mid, now))
                 share.wake(gid)
-            out.respond(respond, (results, n))
+            out.respond(then, (results, n))
             return out
 
-        broker.groups.actor(gid).tell_share(op)
-        return fut
+        services.groups.tell(gid, op)
 
     if final:
         share.sessions.close((gid, mid))
 
-    async def run() -> Any:
-        results, n = await work(True)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
-        while n == 0 and keys and req.min_bytes > 0 and loop.time() < deadline and not broker.server.stopping:
-            wake: asyncio.Future[None] = loop.create_future()
-            share.park(gid, wake)
-            parts = [broker.partitions.partition_by_id(t, p) for t, p in keys]
-            for p in parts:
-                if p is not None:
-                    p.add_waiter(wake)
-            try:
-                await asyncio.wait_for(asyncio.shield(wake), max(deadline - loop.time(), 0))
-            except TimeoutError:
-                pass
-            finally:
-                share.unpark(gid, wake)
-                for p in parts:
-                    if p is not None:
-                        p.remove_waiter(wake)
-            more, n = await work(False)
-            for k, r in more.items():
-                mine = results.setdefault(k, PartitionResult())
-                mine.error, mine.error_message = r.error, r.error_message
-                mine.records, mine.acquired = r.records, r.acquired
+    reply = Reply()
+    poll = LongPoll(req.max_wait_ms, services.shutdown)
+    results: dict[PartitionKey, PartitionResult] = {}
+
+    def answer() -> None:
         if epoch == INITIAL_EPOCH:
             shown = keys
         else:
             shown = [k for k in dict.fromkeys(list(acks) + keys) if k in results and results[k].has_news()]
-        return _fetch_response(broker, v, gid, results, shown)
+        reply.resolve(_fetch_response(services, v, gid, results, shown))
 
-    return run()
+    def acquired(outcome: Any) -> None:
+        if isinstance(outcome, BaseException):
+            reply.fail(outcome)
+            return
+        got, n = outcome
+        for k, r in got.items():
+            if k in results:  # a later pass: keep the acknowledgement results of the first
+                mine = results[k]
+                mine.error, mine.error_message = r.error, r.error_message
+                mine.records, mine.acquired = r.records, r.acquired
+            else:
+                results[k] = r
+        if n or not keys or req.min_bytes <= 0 or poll.over:
+            answer()
+            return
+        # Nothing to deliver yet: wait for records released by others or new data, then look again.
+        sources = [services.share.records_of(gid)]
+        sources += [p for p in (services.partitions.partition_by_id(t, i) for t, i in keys) if p is not None]
+        poll.wait(sources, lambda: work(False, acquired))
+
+    work(True, acquired)
+    return reply
 
 
 def share_fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _top_error(_FResp, code, message)
 
 
-def handle_share_acknowledge(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_share_acknowledge(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
     if not gid or not mid:
@@ -220,20 +222,21 @@ def handle_share_acknowledge(broker: Any, ctx: Any, req: Any) -> Any:
     acks = _acks_of(req)
     renew = v >= 2 and req.is_renew_ack
     _check_renew(acks, renew)
-    share = broker.share
+    share = services.share
     share.sessions.for_acknowledge((gid, mid), epoch, ctx.conn)
     final = epoch == FINAL_EPOCH
     if final:
         share.sessions.close((gid, mid))
-    if renew and not _renew_allowed(broker, gid):
+    if renew and not _renew_allowed(services, gid):
         return _ack_response(
-            broker, v, gid, {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
+            services, v, gid, {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
         )
-    fut, respond = future_responder()
+    reply, respond = reply_with(lambda results: _ack_response(services, v, gid, results))
 
-    def op(group: ShareGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
         results: dict[PartitionKey, PartitionResult] = {}
+        group = store.kind(ShareGroups).get(gid)
         if group is None:
             results = {k: PartitionResult(ack_error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for k in acks}
         else:
@@ -245,15 +248,15 @@ def handle_share_acknowledge(broker: Any, ctx: Any, req: Any) -> Any:
         out.respond(respond, results)
         return out
 
-    broker.groups.actor(gid).tell_share(op)
-    return _await(fut, lambda results: _ack_response(broker, v, gid, results))
+    services.groups.tell(gid, op)
+    return reply
 
 
 def _ack_response(
-    broker: Any, version: int, group_id: str, results: dict[PartitionKey, PartitionResult]
+    services: Services, version: int, group_id: str, results: dict[PartitionKey, PartitionResult]
 ) -> Any:
     topics: dict[uuid.UUID, list[Any]] = {}
-    node = broker.node_id
+    node = services.cluster.node_id
     for (t, p), r in results.items():
         topics.setdefault(t, []).append(
             _AResp.ShareAcknowledgeTopicResponse.PartitionData(
@@ -269,7 +272,7 @@ def _ack_response(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
-        acquisition_lock_timeout_ms=broker.share.lock_duration_ms(group_id),
+        acquisition_lock_timeout_ms=services.share.lock_duration_ms(group_id),
         responses=[
             _AResp.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()
         ],

@@ -20,16 +20,23 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcoord.apis.groups import GROUP_OPERATIONS, _await, future_responder
-from kcoord.apis.metadata import _ops_int
-from kcoord.classic.group import Outcome
+from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_with
+from kcoord.apis.services import Services
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import register_schema_pair
-from kcoord.share.group import JOIN_EPOCH, LEAVE_EPOCH, ShareGroup
+from kcoord.runtime.outcome import Outcome
+from kcoord.share.config import effective_group_config
+from kcoord.share.group import JOIN_EPOCH, LEAVE_EPOCH
+from kcoord.share.inflight import RecordState
 from kcoord.share.partition import SharePartition
+from kcoord.share.store import ShareGroups
 
 ZERO_UUID = uuid.UUID(int=0)
-GROUP_OPERATIONS_INT = _ops_int(GROUP_OPERATIONS)
+GROUP_OPERATIONS_INT = bitfield(GROUP_OPERATIONS)
+SHARE = ShareGroups.group_type
 
 _, _HBResp = register_schema_pair("ShareGroupHeartbeat")
 _, _DResp = register_schema_pair("ShareGroupDescribe")
@@ -38,8 +45,8 @@ _, _AOResp = register_schema_pair("AlterShareGroupOffsets")
 _, _DLResp = register_schema_pair("DeleteShareGroupOffsets")
 
 
-def _not_share_group(broker: Any, group_id: str) -> bool:
-    return broker.groups.store_for(group_id).group_type(group_id) == "classic"
+def _not_share_group(services: Services, group_id: str) -> bool:
+    return services.groups.state_for(group_id).held_by_another_type(group_id, SHARE)
 
 
 # --- ShareGroupHeartbeat -----------------------------------------------------------------------
@@ -55,7 +62,7 @@ def _hb_error(code: int, message: str | None, member_id: str | None = None) -> A
     )
 
 
-def handle_share_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_share_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     gid, mid, epoch = req.group_id, req.member_id, req.member_epoch
     if not gid:
         return _hb_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
@@ -67,14 +74,15 @@ def handle_share_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
         return _hb_error(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.", mid)
     if epoch == JOIN_EPOCH and not req.subscribed_topic_names:
         return _hb_error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.", mid)
-    if _not_share_group(broker, gid):
+    if _not_share_group(services, gid):
         return _hb_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.", mid)
-    cfg = broker.config
-    gc = broker.groups
-    fut, respond = future_responder()
+    cfg = services.config
+    reply, respond = reply_with(lambda response: response)
 
-    def op(group: ShareGroup | None, now: int) -> Outcome:
+    def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        groups = store.kind(ShareGroups)
+        group = groups.get_or_create(gid) if epoch == JOIN_EPOCH else groups.get(gid)
         if group is None:
             out.respond(
                 respond, _hb_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.", mid)
@@ -86,8 +94,7 @@ def handle_share_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
             )
             return out
         configs = group.configs
-        from kcoord.share.config import effective_group_config as eff
-
+        eff = effective_group_config
         result, out = group.heartbeat(
             mid,
             epoch,
@@ -98,12 +105,12 @@ def handle_share_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
             int(eff("share.session.timeout.ms", configs, cfg)),
             int(eff("share.heartbeat.interval.ms", configs, cfg)),
             cfg.group_share_max_size,
-            gc.topic_lookup,
+            groups.topics,
             now,
         )
         if out.records:
-            broker.share.rebalances.record(now)
-            broker.share.wake(gid)  # the assignment changed: parked fetches may have new partitions
+            services.share.rebalances.record(now)
+            services.share.wake(gid)  # the assignment changed: parked fetches may have new partitions
         assignment = None
         if result.assignment is not None:
             assignment = _HBResp.Assignment(
@@ -126,8 +133,8 @@ def handle_share_heartbeat(broker: Any, ctx: Any, req: Any) -> Any:
         )
         return out
 
-    gc.actor(gid).tell_share(op, create=epoch == JOIN_EPOCH)
-    return fut
+    services.groups.tell(gid, op)
+    return reply
 
 
 def share_heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -135,11 +142,11 @@ def share_heartbeat_error_response(req: Any, version: int, code: int, message: s
 
 
 # --- ShareGroupDescribe ------------------------------------------------------------------------
-def handle_share_describe(broker: Any, ctx: Any, req: Any) -> Any:
-    pm = broker.partitions
+def handle_share_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
+    pm = services.partitions
     groups = []
     for gid in req.group_ids:
-        group = broker.groups.store_for(gid).get_share(gid)
+        group = services.groups.state_for(gid).kind(ShareGroups).get(gid)
         ops = GROUP_OPERATIONS_INT if req.include_authorized_operations else -2147483648
         if group is None or group.dead:
             groups.append(
@@ -215,12 +222,12 @@ def share_describe_error_response(req: Any, version: int, code: int, message: st
 
 
 # --- share group offsets ------------------------------------------------------------------------
-def handle_describe_offsets(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_describe_offsets(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    pm = broker.partitions
+    pm = services.partitions
     out_groups = []
     for g in req.groups:
-        group = broker.groups.store_for(g.group_id).get_share(g.group_id)
+        group = services.groups.state_for(g.group_id).kind(ShareGroups).get(g.group_id)
         if group is None or group.dead:
             out_groups.append(
                 _DOResp.DescribeShareGroupOffsetsResponseGroup(
@@ -269,8 +276,6 @@ def handle_describe_offsets(broker: Any, ctx: Any, req: Any) -> Any:
 
 def _delivered_in_flight(sp: SharePartition) -> int:
     """Records above the SPSO whose delivery is complete (Kafka's deliveryCompleteCount)."""
-    from kcoord.share.inflight import RecordState
-
     return sum(
         b.last_offset - b.first_offset + 1
         for b in sp.in_flight()
@@ -297,54 +302,15 @@ def describe_offsets_error_response(req: Any, version: int, code: int, message: 
     )
 
 
-def handle_alter_offsets(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> Any:
     gid = req.group_id
     if not gid:
         return alter_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
-    if _not_share_group(broker, gid):
+    if _not_share_group(services, gid):
         return alter_offsets_error_response(
             req, 0, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
         )
-    pm = broker.partitions
-    fut, respond = future_responder()
-
-    def op(group: ShareGroup | None, now: int) -> Outcome:
-        out = Outcome()
-        assert group is not None
-        if group.members:
-            out.respond(respond, (ErrorCode.NON_EMPTY_GROUP, f"Share group {gid} is not empty.", []))
-            return out
-        if group.group_epoch == 0:
-            group.group_epoch = group.assignment_epoch = 1
-            out.records.append(group.epoch_record())
-        results = []
-        for t in req.topics:
-            topic = pm.get(t.topic_name)
-            parts = []
-            for p in t.partitions:
-                if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                    parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                key = (topic.topic_id, p.partition_index)
-                sp = group.partitions.get(key)
-                if sp is None:
-                    sp = SharePartition(
-                        gid,
-                        topic.topic_id,
-                        p.partition_index,
-                        broker.groups.store_for(gid).share_partition_config(gid),
-                        p.start_offset,
-                    )
-                    group.partitions[key] = sp
-                    out.records.extend(sp.initialize())
-                else:
-                    out.records.extend(sp.reset_start(p.start_offset))
-                parts.append((p.partition_index, 0))
-            results.append((t.topic_name, topic.topic_id if topic else ZERO_UUID, parts))
-        out.respond(respond, (0, None, results))
-        return out
-
-    broker.groups.actor(gid).tell_share(op, create=True)
+    pm = services.partitions
 
     def build(result: Any) -> Any:
         code, message, results = result
@@ -370,22 +336,83 @@ def handle_alter_offsets(broker: Any, ctx: Any, req: Any) -> Any:
             ],
         )
 
-    return _await(fut, build)
+    reply, respond = reply_with(build)
+
+    def op(store: GroupStore, now: int) -> Outcome:
+        out = Outcome()
+        groups = store.kind(ShareGroups)
+        group = groups.get_or_create(gid)
+        if group is None:  # another group type took the id meanwhile
+            out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.", []))
+            return out
+        if group.members:
+            out.respond(respond, (ErrorCode.NON_EMPTY_GROUP, f"Share group {gid} is not empty.", []))
+            return out
+        if group.group_epoch == 0:
+            group.group_epoch = group.assignment_epoch = 1
+            out.records.append(group.epoch_record())
+        results = []
+        for t in req.topics:
+            topic = pm.get(t.topic_name)
+            parts = []
+            for p in t.partitions:
+                if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                    parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                key = (topic.topic_id, p.partition_index)
+                sp = group.partitions.get(key)
+                if sp is None:
+                    sp = SharePartition(
+                        gid,
+                        topic.topic_id,
+                        p.partition_index,
+                        groups.partition_config(gid),
+                        p.start_offset,
+                    )
+                    group.partitions[key] = sp
+                    out.records.extend(sp.initialize())
+                else:
+                    out.records.extend(sp.reset_start(p.start_offset))
+                parts.append((p.partition_index, 0))
+            results.append((t.topic_name, topic.topic_id if topic else ZERO_UUID, parts))
+        out.respond(respond, (0, None, results))
+        return out
+
+    services.groups.tell(gid, op)
+    return reply
 
 
 def alter_offsets_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _AOResp(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
 
-def handle_delete_offsets(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> Any:
     gid = req.group_id
     if not gid:
         return delete_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
-    pm = broker.partitions
-    fut, respond = future_responder()
+    pm = services.partitions
 
-    def op(group: ShareGroup | None, now: int) -> Outcome:
+    def build(result: Any) -> Any:
+        code, message, results = result
+        if code:
+            return delete_offsets_error_response(req, 0, code, message)
+        return _DLResp(
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            responses=[
+                _DLResp.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=n, topic_id=tid, error_code=e, error_message=m
+                )
+                for n, tid, e, m in results
+            ],
+        )
+
+    reply, respond = reply_with(build)
+
+    def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        group = store.kind(ShareGroups).get(gid)
         if group is None or group.dead:
             out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.", []))
             return out
@@ -412,25 +439,8 @@ def handle_delete_offsets(broker: Any, ctx: Any, req: Any) -> Any:
         out.respond(respond, (0, None, results))
         return out
 
-    broker.groups.actor(gid).tell_share(op)
-
-    def build(result: Any) -> Any:
-        code, message, results = result
-        if code:
-            return delete_offsets_error_response(req, 0, code, message)
-        return _DLResp(
-            throttle_time_ms=0,
-            error_code=0,
-            error_message=None,
-            responses=[
-                _DLResp.DeleteShareGroupOffsetsResponseTopic(
-                    topic_name=n, topic_id=tid, error_code=e, error_message=m
-                )
-                for n, tid, e, m in results
-            ],
-        )
-
-    return _await(fut, build)
+    services.groups.tell(gid, op)
+    return reply
 
 
 def delete_offsets_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -21,24 +21,23 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kcoord.apis.config_sources import topic_config_source
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.dataplane.topic_config import TOPIC_CONFIGS, effective
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
 ZERO_UUID = uuid.UUID(int=0)
-CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-CONFIG_SOURCE_STATIC_BROKER = 4
-CONFIG_SOURCE_DEFAULT = 5
-
 _CResp = response_class(ApiKey.CreateTopics)
 _CResult = _CResp.CreatableTopicResult
 _CConfig = _CResult.CreatableTopicConfigs
 
 
-def handle_create(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_create(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    pm = broker.partitions
-    cfg = broker.config
+    pm = services.partitions
+    cfg = services.config
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
@@ -66,23 +65,13 @@ def handle_create(broker: Any, ctx: Any, req: Any) -> Any:
                     name=name,
                     value=effective(name, topic.configs, cfg),
                     read_only=False,
-                    config_source=_source(name, topic.configs, cfg),
+                    config_source=topic_config_source(name, topic.configs, cfg),
                     is_sensitive=False,
                 )
                 for name in sorted(TOPIC_CONFIGS)
             ]
         results.append(result)
     return _CResp(throttle_time_ms=0, topics=results)
-
-
-def _source(name: str, topic_configs: dict[str, str], cfg: Any) -> int:
-    if name in topic_configs:
-        return CONFIG_SOURCE_DYNAMIC_TOPIC
-    if TOPIC_CONFIGS[name].synonym and name not in ("compression.type",):
-        d = type(cfg).model_fields.get(TOPIC_CONFIGS[name].synonym.replace(".", "_"))
-        if d is not None and getattr(cfg, TOPIC_CONFIGS[name].synonym.replace(".", "_")) != d.default:
-            return CONFIG_SOURCE_STATIC_BROKER
-    return CONFIG_SOURCE_DEFAULT
 
 
 def _partitions_and_rf(t: Any, cfg: Any) -> tuple[int, int]:
@@ -144,9 +133,9 @@ _DResp = response_class(ApiKey.DeleteTopics)
 _DResult = _DResp.DeletableTopicResult
 
 
-def handle_delete(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
-    pm = broker.partitions
+    pm = services.partitions
     if v >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -198,8 +187,8 @@ _PResp = response_class(ApiKey.CreatePartitions)
 _PResult = _PResp.CreatePartitionsTopicResult
 
 
-def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> Any:
-    pm = broker.partitions
+def handle_create_partitions(services: Services, ctx: RequestContext, req: Any) -> Any:
+    pm = services.partitions
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
@@ -215,10 +204,10 @@ def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> Any:
                         f"{len(t.assignments)} assignments for {added} new partitions",
                     )
                 for a in t.assignments:
-                    if list(a.broker_ids) != [broker.node_id]:
+                    if list(a.broker_ids) != [services.cluster.node_id]:
                         raise KafkaError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                            f"replicas must be exactly [{broker.node_id}], the only broker",
+                            f"replicas must be exactly [{services.cluster.node_id}], the only broker",
                         )
             pm.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except KafkaError as e:

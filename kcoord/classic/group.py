@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from kcoord.classic.member import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -32,13 +31,10 @@ from kcoord.classic.member import (
 from kcoord.classic.records import (
     GroupMetadataKey,
     GroupMetadataValue,
-    Key,
     OffsetCommitValue,
-    Value,
 )
 from kcoord.protocol.errors import ErrorCode
-
-Record = tuple[Key, Value | None]
+from kcoord.runtime.outcome import Outcome, Record
 
 
 class GroupState(Enum):
@@ -47,20 +43,6 @@ class GroupState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
-
-
-@dataclass
-class Outcome:
-    records: list[Record] = field(default_factory=list)
-    responses: list[tuple[Responder, Any]] = field(default_factory=list)
-
-    def respond(self, responder: Responder | None, value: Any) -> None:
-        if responder is not None:
-            self.responses.append((responder, value))
-
-    def extend(self, other: Outcome) -> None:
-        self.records.extend(other.records)
-        self.responses.extend(other.responses)
 
 
 @dataclass(frozen=True)

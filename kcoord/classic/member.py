@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kcoord.classic.records import MemberMetadata, subscribed_topics
+from kcoord.runtime.outcome import Responder
 
-Responder = Callable[[Any], None]
 """Delivers a response; the asyncio layer sends it once the group's records are durable."""
 
 # How long a new member's parked JoinGroup may wait (Kafka's classic new-member join timeout).

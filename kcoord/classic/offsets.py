@@ -16,9 +16,14 @@ The rules are Kafka's (ClassicGroup.validateOffsetCommit, OffsetMetadataManager)
 
 from __future__ import annotations
 
-from kcoord.classic.group import ClassicGroup, GroupState, Outcome
+from collections.abc import Callable, Iterator
+
+from kcoord.classic.group import ClassicGroup, GroupState
 from kcoord.classic.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from kcoord.classic.store import ClassicGroups
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
+from kcoord.runtime.outcome import Operation, Outcome
 
 
 def validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None, generation: int) -> int:
@@ -161,3 +166,18 @@ def expire(group: ClassicGroup, now: int, retention_ms: int) -> Outcome:
         out.records.append((GroupMetadataKey(group.group_id), None))
         out.extend(group.mark_dead(now))
     return out
+
+
+def expiration(retention_ms: int) -> Callable[[GroupStore], Iterator[tuple[str, Operation[GroupStore]]]]:
+    """The periodic KIP-211 cleanup: for every classic group of a shard, an operation that writes
+    tombstones for its expired offsets (and for the group itself once it is gone)."""
+
+    def expire_group(store: GroupStore, now: int, group_id: str) -> Outcome:
+        group = store.kind(ClassicGroups).get(group_id)
+        return expire(group, now, retention_ms) if group is not None else Outcome()
+
+    def ops(store: GroupStore) -> Iterator[tuple[str, Operation[GroupStore]]]:
+        for group_id in list(store.kind(ClassicGroups).groups):
+            yield group_id, lambda s, now, gid=group_id: expire_group(s, now, gid)
+
+    return ops

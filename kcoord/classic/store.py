@@ -1,100 +1,60 @@
-"""The groups of one coordinator partition and the one ``apply`` that both live writes and log
-replay go through (DESIGN principle 1)."""
+"""The classic groups of one coordinator partition and how their records replay.
+
+Offset commits (record types 0/1) and group metadata (type 2) are applied here, live and at
+start-up alike. A group comes into existence with its first record (an offset commit creates a
+group without protocol type: a standalone consumer's) and goes with its tombstone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
 from kcoord.classic.records import (
-    GroupConfigKey,
+    GROUP_METADATA_KEY_TYPE,
+    OFFSET_COMMIT_TYPES,
     GroupMetadataKey,
     GroupMetadataValue,
-    Key,
     OffsetCommitKey,
     OffsetCommitValue,
-    ShareGroupKey,
-    Value,
+    decode_record,
 )
-from kcoord.share.group import ShareGroup
-from kcoord.share.partition import SharePartition, SharePartitionConfig
-from kcoord.share.records import ShareCheckpointKey, ShareDeltaKey
+from kcoord.groups.store import GroupNamespace
+from kcoord.runtime.outcome import Outcome, Record
+from kcoord.runtime.records import RecordRegistry
+from kcoord.runtime.shard import Loader
+
+GROUP_TYPE = "classic"
 
 
-class GroupStore:
-    def __init__(
-        self,
-        config: GroupConfig,
-        share_config: Callable[[dict[str, str]], SharePartitionConfig] | None = None,
-    ) -> None:
+class ClassicGroups:
+    group_type = GROUP_TYPE
+    record_classes = (OffsetCommitKey, GroupMetadataKey)
+
+    def __init__(self, namespace: GroupNamespace, config: GroupConfig) -> None:
+        self.namespace = namespace
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
-        self.share_groups: dict[str, ShareGroup] = {}
-        self.group_configs: dict[str, dict[str, str]] = {}  # GROUP resource config overrides
-        self._share_config = share_config or (lambda _configs: SharePartitionConfig())
-
-    def share_partition_config(self, group_id: str) -> SharePartitionConfig:
-        return self._share_config(self.group_configs.get(group_id, {}))
-
-    def get_share(self, group_id: str) -> ShareGroup | None:
-        return self.share_groups.get(group_id)
-
-    def get_or_create_share(self, group_id: str) -> ShareGroup:
-        group = self.share_groups.get(group_id)
-        if group is None:
-            group = ShareGroup(group_id)
-            group.configs = self.group_configs.get(group_id, {})
-            self.share_groups[group_id] = group
-        return group
-
-    def group_type(self, group_id: str) -> str | None:
-        if group_id in self.share_groups:
-            return "share"
-        if group_id in self.groups:
-            return "classic"
-        return None
 
     def get(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
 
-    def get_or_create(self, group_id: str, now: int) -> ClassicGroup:
+    def get_or_create(self, group_id: str, now: int) -> ClassicGroup | None:
+        """The group, created if no group of any type has the id; None if another type has it."""
         group = self.groups.get(group_id)
-        if group is None:
-            group = ClassicGroup(group_id, self.config, now)
-            self.groups[group_id] = group
+        if group is None and self.namespace.group_type(group_id) is None:
+            group = self._create(group_id, now)
         return group
 
-    def apply(self, key: Key, value: Value | None, now: int) -> None:
+    def _create(self, group_id: str, now: int) -> ClassicGroup:
+        group = self.groups[group_id] = ClassicGroup(group_id, self.config, now)
+        return group
+
+    # --- records ----------------------------------------------------------------------------------
+    def replay(self, key: Any, value: Any, now: int) -> None:
         if type(key) is OffsetCommitKey:  # the common case, checked first
-            self._apply_offset(key, value, now)
-            return
-        if isinstance(key, ShareCheckpointKey | ShareDeltaKey):
-            self._apply_share_partition(key, value)
-            return
-        if isinstance(key, ShareGroupKey):
-            if value is None:
-                share = self.share_groups.pop(key.group, None)
-                if share is not None:
-                    share.dead = True
-                return
-            share = self.get_or_create_share(key.group)
-            share.persisted_epoch = value.group_epoch
-            if value.group_epoch > share.group_epoch:  # replay; live writes are already there
-                share.group_epoch = share.assignment_epoch = value.group_epoch
-            return
-        if isinstance(key, GroupConfigKey):
-            configs = dict(value.configs) if value is not None else {}
-            if configs:
-                self.group_configs[key.group] = configs
-            else:
-                self.group_configs.pop(key.group, None)
-            share = self.share_groups.get(key.group)
-            if share is not None:
-                share.configs = configs
-                part_config = self.share_partition_config(key.group)
-                for sp in share.partitions.values():
-                    sp.config = part_config
+            self._replay_offset(key, value, now)
             return
         assert isinstance(key, GroupMetadataKey)
         if value is None:
@@ -103,9 +63,10 @@ class GroupStore:
                 group.mark_dead(now)
             return
         assert isinstance(value, GroupMetadataValue)
-        self.get_or_create(key.group, now).persisted = value
+        group = self.groups.get(key.group) or self._create(key.group, now)
+        group.persisted = value
 
-    def _apply_offset(self, key: OffsetCommitKey, value: Value | None, now: int) -> None:
+    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None, now: int) -> None:
         if value is None:
             group = self.groups.get(key.group)
             if group is not None:
@@ -115,53 +76,104 @@ class GroupStore:
                     if not parts:
                         del group.offsets[key.topic]
             return
-        assert isinstance(value, OffsetCommitValue)
-        group = self.groups.get(key.group) or self.get_or_create(key.group, now)
+        group = self.groups.get(key.group) or self._create(key.group, now)
         parts = group.offsets.get(key.topic)
         if parts is None:
             parts = group.offsets[key.topic] = {}
         parts[key.partition] = value
 
-    def _apply_share_partition(self, key: Any, value: Any) -> None:
-        share = self.share_groups.get(key.group_id)
-        if share is None:
-            if value is None:
-                return
-            share = self.get_or_create_share(key.group_id)
-        pkey = (key.topic_id, key.partition)
-        sp = share.partitions.get(pkey)
-        if sp is None:
-            if value is None:
-                return
-            sp = SharePartition(
-                key.group_id, key.topic_id, key.partition, self.share_partition_config(key.group_id), 0
-            )
-            share.partitions[pkey] = sp
-        sp.apply(key, value)
-        if sp.deleted:
-            del share.partitions[pkey]
+    def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]:
+        loader = _OffsetsLoader(self, now)
+        return {t: loader for t in (*OFFSET_COMMIT_TYPES, GROUP_METADATA_KEY_TYPE)}
 
-    def replay(self, records: Iterable[tuple[Key, Value | None]], now: int) -> None:
-        """Apply a log's records, then bring every group to life from its last record."""
-        for key, value in records:
-            self.apply(key, value, now)
+    def loaded(self, now: int) -> None:
+        """Bring every group to life from its last metadata record."""
         for group in self.groups.values():
             if group.persisted is not None:
                 group.load(group.persisted, now)
 
+    def link(self, records: list[Record], base_offset: int) -> list[Record]:
+        return records
+
+    def configs_changed(self, group_id: str, configs: dict[str, str]) -> None:
+        pass  # classic groups have no group configs
+
+    # --- keys and timers ------------------------------------------------------------------------
+    def holds(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def group_ids(self) -> Iterable[str]:
+        return self.groups.keys()
+
+    def next_deadline(self, group_id: str) -> int | None:
+        group = self.groups.get(group_id)
+        return group.next_deadline() if group is not None else None
+
+    def on_timer(self, group_id: str, now: int) -> Outcome:
+        group = self.groups.get(group_id)
+        return group.on_timer(now) if group is not None else Outcome()
+
     def snapshot(self) -> dict[str, Any]:
-        """What survives a restart: offsets and the persisted group metadata of every group
-        that holds either (a group with neither is indistinguishable from no group)."""
-        out: dict[str, Any] = {}
-        for gid, g in self.groups.items():
-            if not g.offsets and g.persisted is None:
-                continue
-            out[gid] = (
-                {t: dict(p) for t, p in g.offsets.items()},
-                g.persisted,
-            )
-        for gid, sg in self.share_groups.items():
-            out["share:" + gid] = sg.snapshot()
-        if self.group_configs:
-            out["configs"] = {g: dict(c) for g, c in self.group_configs.items()}
-        return out
+        """Offsets and the persisted metadata of every group that holds either (a group with
+        neither is indistinguishable from no group)."""
+        return {
+            gid: ({t: dict(p) for t, p in g.offsets.items()}, g.persisted)
+            for gid, g in self.groups.items()
+            if g.offsets or g.persisted is not None
+        }
+
+
+_GROUP_KEY_KIND = GROUP_METADATA_KEY_TYPE.to_bytes(2, "big")
+_OFFSET_KEY = (1).to_bytes(2, "big")
+
+
+class _OffsetsLoader:
+    """Start-up replay of the classic records, decoding only the last record of each offset key.
+
+    Offset commits dominate these logs and most are overwritten by a later commit of the same
+    partition, so only the last record of each offset key is decoded and applied, with the same
+    end state as applying them all: a group's offset records are held back as bytes (later ones
+    replacing earlier ones) and applied at the end of the log; the value that brings a group
+    (back) into existence is applied where it is, so groups are created where the log creates
+    them; a group tombstone drops what is held for the group, since it removes the group with all
+    its offsets anyway; an offset tombstone for a group that has had no offset value since it
+    (last) came into existence removes nothing and is skipped.
+    """
+
+    __slots__ = ("_groups", "_held", "_live", "_now")
+
+    def __init__(self, groups: ClassicGroups, now: int) -> None:
+        self._groups = groups
+        self._now = now
+        self._held: dict[bytes, dict[bytes, bytes | None]] = {}  # group key bytes -> key rest -> value
+        self._live: set[bytes] = set()  # groups with offset values since their last tombstone
+
+    def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
+        group_kind = key[:2] == _GROUP_KEY_KIND
+        if not group_kind and len(key) >= 4 and key[2] < 0x80:
+            g = key[2 : 4 + ((key[2] << 8) | key[3])]  # the group id with its length
+            if g in self._live:
+                held = self._held.get(g)
+                if held is None:
+                    held = self._held[g] = {}
+                held[key[2:]] = value
+            elif value is not None:
+                self._live.add(g)
+                k, v = decode_record(key, value)
+                self._groups.replay(k, v, self._now)
+            return
+        if group_kind and value is None:
+            g = key[2:]
+            self._held.pop(g, None)
+            self._live.discard(g)
+        k, v = decode_record(key, value)
+        self._groups.replay(k, v, self._now)
+
+    def finish(self) -> None:
+        replay, now = self._groups.replay, self._now
+        for held in self._held.values():
+            for rest, value in held.items():
+                k, v = decode_record(_OFFSET_KEY + rest, value)
+                replay(k, v, now)
+        self._held.clear()
+        self._live.clear()

@@ -8,13 +8,12 @@ every partition at leader epoch 0.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +70,7 @@ class Partition:
         self.index = index
         self.log = log_
         self.producers = ProducerStateTable()
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiters: set[Callable[[], None]] = set()
         log_.hw_listeners.append(self._on_high_watermark)
 
     @property
@@ -96,18 +95,18 @@ class Partition:
                 self.producers.update(h, h.max_timestamp)
 
     # --- long polling --------------------------------------------------------------------
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.add(fut)
+    def add_waiter(self, waiter: Callable[[], None]) -> None:
+        """Call ``waiter`` once, the next time the high watermark moves (or the topic goes)."""
+        self._waiters.add(waiter)
 
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.discard(fut)
+    def remove_waiter(self, waiter: Callable[[], None]) -> None:
+        self._waiters.discard(waiter)
 
     def _on_high_watermark(self, _offset: int) -> None:
         if self._waiters:
             waiters, self._waiters = self._waiters, set()
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            for waiter in waiters:
+                waiter()
 
 
 @dataclass
@@ -308,16 +307,23 @@ class PartitionManager:
             p.log.delete()
         topic.partitions.clear()
 
-    def add_internal_topic(self, name: str, topic_id: uuid.UUID, configs: dict[str, str]) -> Topic:
-        """Register a topic whose logs another component owns (``__consumer_offsets``)."""
+    def add_internal_topic(self, name: str, logs: list[Log], configs: dict[str, str]) -> Topic:
+        """Serve ``logs``, which a coordinator owns, read-only as the partitions of topic ``name``.
+
+        The topic id is kept in ``<log.dirs>/<name>.id``, so that it survives restarts as a
+        topic id must.
+        """
+        id_file = self.config.data_dir / f"{name}.id"
+        if id_file.exists():
+            topic_id = uuid.UUID(id_file.read_text().strip())
+        else:
+            topic_id = new_topic_id()
+            atomic_write(id_file, f"{topic_id}\n".encode())
         topic = Topic(name, topic_id, configs, internal=True)
         self._register(topic)
+        for log_ in logs:
+            topic.partitions.append(Partition(topic, len(topic.partitions), log_))
         return topic
-
-    def add_internal_partition(self, topic: Topic, log_: Log) -> Partition:
-        part = Partition(topic, len(topic.partitions), log_)
-        topic.partitions.append(part)
-        return part
 
     def alter_topic_configs(self, topic: Topic, configs: dict[str, str]) -> None:
         topic.configs = configs

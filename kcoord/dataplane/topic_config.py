@@ -11,9 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kcoord.config import BrokerConfig
-
-# DescribeConfigs config_type values (ConfigResource.Type / ConfigEntry.ConfigType).
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 4, 5, 6, 7
+from kcoord.protocol.configs import (
+    TYPE_BOOLEAN,
+    TYPE_DOUBLE,
+    TYPE_INT,
+    TYPE_LIST,
+    TYPE_LONG,
+    TYPE_SHORT,
+    TYPE_STRING,
+)
 
 LONG_MAX = 9223372036854775807
 

@@ -48,3 +48,8 @@ class KafkaError(Exception):
         super().__init__(message or ErrorCode(code).name)
         self.code = int(code)
         self.message = message
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed (as Kafka's SocketServer
+    closes it for a request it cannot parse, or after a failed acks=0 produce)."""

@@ -11,9 +11,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcoord.apis import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    share_fetch,
+    share_groups,
+    topics,
+)
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
 from kcoord.protocol.messages import ApiKey, ApiMessage, request_class, response_class
 
-Handler = Callable[[Any, Any, Any], Any]
+Handler = Callable[[Services, RequestContext, Any], Any]  # -> response, Reply, or None
 ErrorResponse = Callable[[Any, int, int, str | None], Any]
 
 
@@ -75,22 +92,7 @@ class ApiTable:
 
 
 def build_table() -> ApiTable:
-    """Every API kcoord serves. Import here so handler modules can import this module."""
-    from kcoord.apis import (
-        api_versions,
-        cluster,
-        configs,
-        fetch,
-        groups,
-        list_offsets,
-        metadata,
-        offsets,
-        produce,
-        producer_id,
-        share_fetch,
-        share_groups,
-        topics,
-    )
+    """Every API kcoord serves."""
 
     K = ApiKey
     return ApiTable(

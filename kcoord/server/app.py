@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from kcoord.classic.coordinator import GroupCoordinator
+from kcoord.apis.services import Services
 from kcoord.clock import Clock, SystemClock
 from kcoord.config import BrokerConfig, Endpoint
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
@@ -18,9 +18,11 @@ from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
+from kcoord.server.coordinators import group_runtime
 from kcoord.server.dispatcher import Dispatcher
-from kcoord.server.server import KafkaServer
+from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.share.coordinator import ShareCoordinator
+from kcoord.share.topics import topic_lookup
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
 
@@ -37,17 +39,39 @@ class Broker:
         self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms, config.data_dir)
         self.partitions = PartitionManager(config, self.flusher, self.clock)
         self.producer_ids = ProducerIdManager(config.data_dir)
-        self.groups = GroupCoordinator(config, self.flusher, self.clock, self.partitions)
+        self.groups = group_runtime(
+            config,
+            self.flusher,
+            self.clock,
+            topic_lookup(self.partitions),
+            lambda group_id: self.share.wake(group_id),
+        )
         self.groups.on_failure = lambda _exc: self.fatal.set()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
+        self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
         self.table = build_table()
-        self.dispatcher = Dispatcher(self, self.table)
+        self.shutdown = ShutdownSignal()
+        self.services = Services(
+            config=config,
+            clock=self.clock,
+            cluster=self,
+            partitions=self.partitions,
+            producer_ids=self.producer_ids,
+            fetch_sessions=self.fetch_sessions,
+            flusher=self.flusher,
+            groups=self.groups,
+            share=self.share,
+            metrics=self.metrics,
+            shutdown=self.shutdown,
+            api_versions=self.table.api_versions,
+        )
+        self.dispatcher = Dispatcher(self.services, self.table)
         self.server = KafkaServer(
-            self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes
+            self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes, self.shutdown
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
-        self.share = ShareCoordinator(self)
+        self.server.add_close_listener(self.share.connection_closed)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()
         self.fatal = asyncio.Event()  # set when the broker must stop (a coordinator write failed)
@@ -75,6 +99,10 @@ class Broker:
         try:
             self.partitions.open()
             self.groups.open(unclean=self.partitions.unclean_start)
+            self.partitions.add_internal_topic(
+                self.groups.topic, self.groups.logs, {"cleanup.policy": "compact"}
+            )
+            self.share.record_load_times()
             self.producer_ids.open()
         finally:
             if gc_was_enabled:

@@ -16,35 +16,28 @@ Behaviour (as a Kafka broker):
 
 from __future__ import annotations
 
-import inspect
 import struct
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from kcoord import logsetup
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
-from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.apis.services import Services
+from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
 from kcoord.protocol.frames import (
     MalformedRequest,
     parse_request_header,
     skip_tagged_fields,
 )
 from kcoord.protocol.messages import ApiKey, null_violation
-
-if TYPE_CHECKING:
-    from kcoord.server.api_table import ApiSpec, ApiTable
+from kcoord.server.api_table import ApiSpec, ApiTable
 
 log = structlog.get_logger(__name__)
 
 _SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
 Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; the connection must be closed."""
 
 
 class _Route:
@@ -70,16 +63,16 @@ class _Route:
 
 
 class Dispatcher:
-    def __init__(self, broker: Any, table: ApiTable) -> None:
-        self.broker = broker
+    def __init__(self, services: Services, table: ApiTable) -> None:
+        self.services = services
         self.table = table
         self._routes: dict[tuple[int, int], _Route] = {}
 
-    def dispatch(self, frame: bytes, conn: Any) -> Frame | Reply | Awaitable[Frame | None] | None:
+    def dispatch(self, frame: bytes, conn: Any) -> Frame | Reply | None:
         """Answer one request frame (without its size prefix).
 
-        Returns the framed response (bytes, or a list of buffers), a :class:`Reply` or an
-        awaitable of it, or None when the request expects no response (Produce with acks=0).
+        Returns the framed response (bytes, or a list of buffers), a :class:`Reply` of it, or None
+        when the request expects no response (Produce with acks=0).
         Raises :class:`CloseConnection`.
         """
         buf = memoryview(frame)
@@ -120,7 +113,7 @@ class Dispatcher:
                 peer=getattr(conn, "peer", None),
             )
         try:
-            result = spec.handler(self.broker, ctx, request)
+            result = spec.handler(self.services, ctx, request)
         except CloseConnection:
             raise
         except KafkaError as e:
@@ -141,8 +134,6 @@ class Dispatcher:
 
             result.then(finish)
             return out
-        if inspect.isawaitable(result):
-            return self._finish_async(ctx, spec, request, result)
         if result is None:
             return None
         return self.encode(ctx, spec, result)
@@ -150,7 +141,7 @@ class Dispatcher:
     def _settle(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
     ) -> Frame | None:
-        """The framed answer of a handler that returned a Reply, as _finish_async gives it."""
+        """The framed answer of a handler that returned a Reply."""
         if error is None:
             return None if value is None else self.encode(ctx, spec, value)
         try:
@@ -162,22 +153,6 @@ class Dispatcher:
         except Exception as e:
             log.exception("handler failed", api=spec.name, version=ctx.api_version)
             return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
-
-    async def _finish_async(
-        self, ctx: RequestContext, spec: ApiSpec, request: Any, pending: Awaitable[Any]
-    ) -> Frame | None:
-        try:
-            result = await pending
-        except CloseConnection:
-            raise
-        except KafkaError as e:
-            return self._error(ctx, spec, request, e.code, e.message)
-        except Exception as e:
-            log.exception("handler failed", api=spec.name, version=ctx.api_version)
-            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
-        if result is None:
-            return None
-        return self.encode(ctx, spec, result)
 
     def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> Frame:
         """The framed response: bytes, or a list of buffers for answers that hand over their

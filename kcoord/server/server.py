@@ -17,13 +17,14 @@ import asyncio
 import itertools
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from kcoord.apis.reply import Reply
 from kcoord.config import Endpoint
-from kcoord.server.dispatcher import CloseConnection, Dispatcher, Frame
+from kcoord.protocol.errors import CloseConnection
+from kcoord.server.dispatcher import Dispatcher, Frame
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +59,6 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "unknown"
         self._buf = bytearray()
         self._queue: deque[_Pending] = deque()
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._paused_reading = False
         self._writing_paused = False
         self._closing = False
@@ -78,8 +78,6 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self.server.connections.discard(self)
-        for task in self._tasks:
-            task.cancel()
         self._set_drained()
         self.server.on_connection_closed(self)
 
@@ -134,25 +132,13 @@ class KafkaConnection(asyncio.Protocol):
             out = []
             slot = _Pending(self)
             queue.append(slot)
-            if type(result) is Reply:
-                result.then(slot.deliver)
-            else:
-                task = asyncio.ensure_future(result)
-                self._tasks.add(task)
-                task.add_done_callback(lambda t, s=slot: self._completed(t, s))
+            result.then(slot.deliver)
         if pos:
             del buf[:pos]
         self._write(out)
         self._update_reading()
 
     # --- responses -------------------------------------------------------------------------
-    def _completed(self, task: asyncio.Task[Any], slot: _Pending) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        self._deliver(slot, None if exc is not None else task.result(), exc)
-
     def _deliver(self, slot: _Pending, data: Frame | None, exc: BaseException | None) -> None:
         if exc is not None:
             if isinstance(exc, CloseConnection):
@@ -251,17 +237,42 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
 
+class ShutdownSignal:
+    """Set once the server starts to stop; long polls listen to it to answer at once then."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._waiters: set[Callable[[], None]] = set()
+
+    def add_waiter(self, waiter: Callable[[], None]) -> None:
+        self._waiters.add(waiter)
+
+    def remove_waiter(self, waiter: Callable[[], None]) -> None:
+        self._waiters.discard(waiter)
+
+    def trigger(self) -> None:
+        self.stopping = True
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            waiter()
+
+
 class KafkaServer:
-    def __init__(self, dispatcher: Dispatcher, endpoints: list[Endpoint], max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        endpoints: list[Endpoint],
+        max_frame_bytes: int,
+        shutdown: ShutdownSignal | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self.endpoints = endpoints
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
-        self.stopping = False
-        self._stop_waiters: set[asyncio.Future[None]] = set()
+        self.shutdown = shutdown or ShutdownSignal()
         self._servers: list[asyncio.Server] = []
-        self._close_listeners: list[Any] = []
+        self._close_listeners: list[Callable[[KafkaConnection], None]] = []
         self._ready: list[KafkaConnection] = []  # connections with answers to write
         self._write_pass_scheduled = False
 
@@ -297,23 +308,16 @@ class KafkaServer:
         for cb in self._close_listeners:
             cb(conn)
 
-    def add_close_listener(self, cb: Any) -> None:
+    def add_close_listener(self, cb: Callable[[KafkaConnection], None]) -> None:
         self._close_listeners.append(cb)
 
-    def wake_on_stop(self, fut: asyncio.Future[None]) -> None:
-        """Complete ``fut`` when the server starts stopping (long polls answer at once then)."""
-        self._stop_waiters.add(fut)
-
-    def forget_stop_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._stop_waiters.discard(fut)
+    @property
+    def stopping(self) -> bool:
+        return self.shutdown.stopping
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish and their responses go out."""
-        self.stopping = True
-        for fut in self._stop_waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self._stop_waiters.clear()
+        self.shutdown.trigger()
         for srv in self._servers:
             srv.close()
         for conn in list(self.connections):

@@ -12,10 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.topic_config import TYPE_BOOLEAN, TYPE_INT, TYPE_STRING
-from kcoord.share.partition import SharePartitionConfig
+from kcoord.protocol.configs import TYPE_BOOLEAN, TYPE_INT, TYPE_STRING
 
 _DURATION = re.compile(r"^-?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+@dataclass(frozen=True)
+class SharePartitionConfig:
+    record_lock_duration_ms: int = 30000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    # Checkpoint policy: write a SHARE_CHECKPOINT instead of the next SHARE_DELTA once the
+    # current checkpoint epoch has this many deltas, or (checkpoint_when_smaller) when the
+    # checkpoint would hold fewer state batches than the delta.
+    checkpoint_every_deltas: int = 50
+    checkpoint_when_smaller: bool = True
 
 
 class InvalidGroupConfig(ValueError):

@@ -13,23 +13,26 @@ member's records when its connection closes, as Kafka's share session cache does
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
-from kcoord.classic.group import Outcome
-from kcoord.metrics import tags
+from kcoord.config import BrokerConfig
+from kcoord.groups.store import GroupStore
+from kcoord.metrics import Metrics, tags
 from kcoord.protocol import records as batches
 from kcoord.protocol.errors import ErrorCode
+from kcoord.runtime.outcome import Outcome
+from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.config import effective_group_config, parse_by_duration
 from kcoord.share.group import ShareGroup
 from kcoord.share.partition import AcquiredRange, SharePartition
 from kcoord.share.sessions import ShareSessionCache
-from kcoord.storage.log import OffsetOutOfRange
+from kcoord.share.store import ShareGroups
+from kcoord.share.topics import SharedPartition, Topics
+from kcoord.storage.log import Log, OffsetOutOfRange
 
 log = structlog.get_logger(__name__)
 
@@ -49,77 +52,108 @@ class PartitionResult:
         return bool(self.acquired) or bool(self.error) or self.ack_error is not None
 
 
+class GroupWaiters:
+    """The waiters of one share group (a long poll's wake source)."""
+
+    __slots__ = ("_group_id", "_waiters")
+
+    def __init__(self, waiters: dict[str, set[Callable[[], None]]], group_id: str) -> None:
+        self._waiters = waiters
+        self._group_id = group_id
+
+    def add_waiter(self, waiter: Callable[[], None]) -> None:
+        self._waiters.setdefault(self._group_id, set()).add(waiter)
+
+    def remove_waiter(self, waiter: Callable[[], None]) -> None:
+        waiting = self._waiters.get(self._group_id)
+        if waiting is not None:
+            waiting.discard(waiter)
+            if not waiting:
+                del self._waiters[self._group_id]
+
+
 class ShareCoordinator:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        groups: CoordinatorRuntime[GroupStore],
+        topics: Topics,
+        metrics: Metrics,
+    ) -> None:
+        self.config = config
+        self.groups = groups
+        self.topics = topics
         self.sessions = ShareSessionCache(self.config.group_share_max_share_sessions)
-        self.waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self.metrics = broker.metrics
+        self.waiters: dict[str, set[Callable[[], None]]] = {}
+        self.metrics = metrics
         self._register_metrics()
-        broker.groups.share_waiters = self.wake
-        broker.server.add_close_listener(self.connection_closed)
+
+    def all_groups(self) -> list[ShareGroup]:
+        return [g for store in self.groups.states() for g in store.kind(ShareGroups).groups.values()]
 
     # --- metrics (KIP-932: group-coordinator-metrics, protocol=share) --------------------------
     def _register_metrics(self) -> None:
-        m, gc = self.metrics, self.broker.groups
+        m = self.metrics
         share = tags(protocol="share")
-        m.gauge("group-count", share, lambda: len(gc.all_share_groups()))
+        m.gauge("group-count", share, lambda: len(self.all_groups()))
         for state in ("Empty", "Stable", "Dead"):
             m.gauge(
                 "group-count",
                 tags(protocol="share", state=state.lower()),
-                lambda s=state: sum(1 for g in gc.all_share_groups() if g.state == s),
+                lambda s=state: sum(1 for g in self.all_groups() if g.state == s),
             )
-        m.gauge("num-partitions", share, lambda: sum(len(g.partitions) for g in gc.all_share_groups()))
+        m.gauge("num-partitions", share, lambda: sum(len(g.partitions) for g in self.all_groups()))
         self.rebalances = m.meter("rebalance", share)
         self.ack_meters = {
             t: m.meter("record-acknowledgement", tags(protocol="share", ack_type=t))
             for t in ("accept", "release", "reject")
         }
-        load = m.avg_max("partition-load-time", share)
-        for seconds in gc.share_load_times:
-            load.record(seconds * 1000)
+        self.load_time = m.avg_max("partition-load-time", share)
+
+    def record_load_times(self) -> None:
+        """partition-load-time of the coordinator partitions that loaded share state."""
+        for store, seconds in zip(self.groups.states(), self.groups.load_seconds, strict=True):
+            if store.kind(ShareGroups).groups:
+                self.load_time.record(seconds * 1000)
 
     # --- long polls ------------------------------------------------------------------------
     def wake(self, group_id: str) -> None:
-        for fut in self.waiters.pop(group_id, ()):
-            if not fut.done():
-                fut.set_result(None)
+        """Records of the group may be deliverable again: wake its parked ShareFetch long polls."""
+        for waiter in self.waiters.pop(group_id, ()):
+            waiter()
 
-    def park(self, group_id: str, fut: asyncio.Future[None]) -> None:
-        self.waiters.setdefault(group_id, set()).add(fut)
-
-    def unpark(self, group_id: str, fut: asyncio.Future[None]) -> None:
-        waiting = self.waiters.get(group_id)
-        if waiting is not None:
-            waiting.discard(fut)
-            if not waiting:
-                del self.waiters[group_id]
+    def records_of(self, group_id: str) -> GroupWaiters:
+        """What a ShareFetch of the group waits on: the group's records becoming available."""
+        return GroupWaiters(self.waiters, group_id)
 
     # --- members going away ----------------------------------------------------------------
-    def connection_closed(self, conn: Any) -> None:
+    def connection_closed(self, conn: object) -> None:
         for group_id, member_id in self.sessions.closed_connection(conn):
             self.release_member(group_id, member_id)
 
     def release_member(self, group_id: str, member_id: str) -> None:
-        def op(group: ShareGroup | None, now: int) -> Outcome:
+        def op(store: GroupStore, now: int) -> Outcome:
             out = Outcome()
+            group = store.kind(ShareGroups).get(group_id)
             if group is not None:
                 for sp in group.partitions.values():
                     out.records.extend(sp.release_member(member_id, now))
                 self.wake(group_id)  # the released records may go to members parked in ShareFetch
             return out
 
-        self.broker.groups.actor(group_id).tell_share(op)
+        self.groups.tell(group_id, op)
 
     # --- configs -------------------------------------------------------------------------------
     def group_config(self, group: ShareGroup, name: str) -> str:
         return effective_group_config(name, group.configs, self.config)
 
+    def group_config_of(self, group_id: str, name: str) -> str:
+        """A group's config, read outside its actor (for answers; configs change by records)."""
+        configs = self.groups.state_for(group_id).configs_of(group_id)
+        return effective_group_config(name, configs, self.config)
+
     def lock_duration_ms(self, group_id: str) -> int:
-        configs = self.broker.groups.store_for(group_id).group_configs.get(group_id, {})
-        return int(effective_group_config("share.record.lock.duration.ms", configs, self.config))
+        return int(self.group_config_of(group_id, "share.record.lock.duration.ms"))
 
     # --- the work inside the actor -------------------------------------------------------------
     def acknowledge(
@@ -161,13 +195,13 @@ class ShareCoordinator:
 
         ``max_records`` is a soft limit (whole batches) unless ``strict`` (ShareFetch v2's
         record_limit acquire mode)."""
-        pm = self.broker.partitions
+        topics = self.topics
         read_committed = self.group_config(group, "share.isolation.level") == "read_committed"
         total = 0
         remaining_bytes = max_bytes
         for pkey in keys:
             res = results.setdefault(pkey, PartitionResult())
-            topic = pm.get_by_id(pkey[0])
+            topic = topics.get_by_id(pkey[0])
             if topic is None:
                 res.error = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
@@ -181,7 +215,7 @@ class ShareCoordinator:
                     group.group_id,
                     pkey[0],
                     pkey[1],
-                    self.broker.groups.store_for(group.group_id).share_partition_config(group.group_id),
+                    self.groups.state_for(group.group_id).kind(ShareGroups).partition_config(group.group_id),
                     self._start_offset(group, part, now),
                 )
                 group.partitions[pkey] = sp
@@ -211,7 +245,7 @@ class ShareCoordinator:
             total += sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
         return total
 
-    def _start_offset(self, group: ShareGroup, part: Any, now: int) -> int:
+    def _start_offset(self, group: ShareGroup, part: SharedPartition, now: int) -> int:
         """Where a new share-partition starts: share.auto.offset.reset (default latest)."""
         reset = self.group_config(group, "share.auto.offset.reset")
         if reset == "earliest":
@@ -239,7 +273,7 @@ class _LogBatches:
     positions count from the start of ``data()``) are those read so far.
     """
 
-    def __init__(self, log: Any, offset: int, limit: int, max_bytes: int) -> None:
+    def __init__(self, log: Log, offset: int, limit: int, max_bytes: int) -> None:
         self._log = log
         self._next = offset
         self._limit = limit

@@ -19,8 +19,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from kcoord.share.config import SharePartitionConfig
 from kcoord.share.inflight import TERMINAL, TRIVIAL, InFlightRecords, RecordState
 from kcoord.share.records import (
     ShareCheckpointKey,
@@ -32,9 +32,6 @@ from kcoord.share.records import (
     ShareValue,
     StateBatch,
 )
-
-if TYPE_CHECKING:
-    from kcoord.share.partition import SharePartitionConfig
 
 Record = ShareRecord
 

@@ -17,21 +17,19 @@ state (100/101). Members are not persisted: after a restart they are fenced and 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcoord.classic.group import Outcome
-from kcoord.classic.records import GroupConfigKey, GroupConfigValue, ShareGroupKey, ShareGroupValue
+from kcoord.groups.records import GroupConfigKey, GroupConfigValue
 from kcoord.protocol.errors import ErrorCode
+from kcoord.runtime.outcome import Outcome
 from kcoord.share.assignor import Assignment, assign
 from kcoord.share.partition import SharePartition
+from kcoord.share.records import ShareGroupKey, ShareGroupValue
+from kcoord.share.topics import TopicLookup
 
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
-
-# topic name -> (topic id, partition count), or None if the topic does not exist
-TopicLookup = Callable[[str], tuple[uuid.UUID, int] | None]
 
 
 @dataclass

@@ -36,11 +36,11 @@ import itertools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
 from kcoord.protocol.errors import ErrorCode
+from kcoord.share.config import SharePartitionConfig
 from kcoord.share.durability import DurableShareState, Record
 from kcoord.share.inflight import (
     InFlightBatch,
@@ -62,18 +62,6 @@ class AckType(IntEnum):
 
 
 _ACK_TYPES = frozenset(int(t) for t in AckType)
-
-
-@dataclass(frozen=True)
-class SharePartitionConfig:
-    record_lock_duration_ms: int = 30000  # group.share.record.lock.duration.ms
-    delivery_count_limit: int = 5  # group.share.delivery.count.limit
-    max_record_locks: int = 2000  # group.share.partition.max.record.locks
-    # Checkpoint policy: write a SHARE_CHECKPOINT instead of the next SHARE_DELTA once the
-    # current checkpoint epoch has this many deltas, or (checkpoint_when_smaller) when the
-    # checkpoint would hold fewer state batches than the delta.
-    checkpoint_every_deltas: int = 50
-    checkpoint_when_smaller: bool = True
 
 
 class AcquiredRange(NamedTuple):

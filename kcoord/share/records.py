@@ -47,23 +47,33 @@ Offsets in [start_offset, end_offset) that no batch covers have not been deliver
 Acquired record is written as Available with its delivery count minus one (the seed's
 checkpoint example), so a restart redelivers it without counting the lost delivery.
 
-The hook for the coordinator's ``decode_record``: ``is_share_record_key(key)`` (the int16 type at
-the start of the key is 100 or 101) then ``decode_share_record(key, value)``; or look the type up
-in ``RECORD_DECODERS``. Decoding raises ``ShareRecordFormatError`` (a ValueError) for anything
-malformed, including the transient Acquired state in a state batch. ``back_offset`` is written
-as -1 by SharePartition; the writer that knows log offsets replaces it
-(``dataclasses.replace(value, back_offset=...)``).
+Share group metadata (the group epoch, so that epochs never go back after a restart; members
+are not persisted, they rejoin)::
+
+    key       int16   record type = 102
+              string  group_id
+    value v0  int16   version = 0
+              int32   group_epoch
+
+``SHARE_RECORDS`` registers the three types with the runtime. Decoding raises
+``ShareRecordFormatError`` (a ValueError) for anything malformed, including the transient
+Acquired state in a state batch. ``back_offset`` is written as -1 by SharePartition; the share
+groups of a shard fill it in once the log offset is known (store.py, ``link``).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from kcoord.runtime.records import Encoder
 
 SHARE_CHECKPOINT_TYPE = 100
 SHARE_DELTA_TYPE = 101
 SHARE_RECORD_TYPES = (SHARE_CHECKPOINT_TYPE, SHARE_DELTA_TYPE)
+SHARE_GROUP_KEY_TYPE = 102
 VALUE_VERSION = 0
 
 STATE_AVAILABLE = 0
@@ -126,6 +136,16 @@ class ShareDeltaValue:
     batches: tuple[StateBatch, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupValue:
+    group_epoch: int
+
+
 ShareKey = ShareCheckpointKey | ShareDeltaKey
 ShareValue = ShareCheckpointValue | ShareDeltaValue
 ShareRecord = tuple[ShareKey, ShareValue | None]
@@ -173,11 +193,6 @@ def record_type(key: bytes) -> int:
     if len(key) < 2:
         raise ShareRecordFormatError("record ends early")
     return _H.unpack_from(key, 0)[0]
-
-
-def is_share_record_key(key: bytes) -> bool:
-    """True if the key bytes start with a share record type (100 or 101)."""
-    return len(key) >= 2 and _H.unpack_from(key, 0)[0] in SHARE_RECORD_TYPES
 
 
 def _need(buf: bytes, pos: int, n: int) -> None:
@@ -257,7 +272,7 @@ def decode_value(key: ShareKey, buf: bytes | None) -> ShareValue | None:
 
 
 def decode_share_record(key: bytes, value: bytes | None) -> ShareRecord:
-    """Decode a type 100/101 record; the hook for the coordinator's ``decode_record``.
+    """Decode a type 100/101 record.
 
     Raises ShareRecordFormatError (a ValueError) for anything malformed.
     """
@@ -265,6 +280,48 @@ def decode_share_record(key: bytes, value: bytes | None) -> ShareRecord:
     return k, decode_value(k, value)
 
 
-# Record type -> decoder of (key bytes, value bytes or None), for a coordinator that dispatches
-# on the int16 at the start of the key.
-RECORD_DECODERS = {SHARE_CHECKPOINT_TYPE: decode_share_record, SHARE_DELTA_TYPE: decode_share_record}
+def _encode_state(key: ShareKey, value: ShareValue | None) -> tuple[bytes, bytes | None]:
+    return encode_key(key), encode_value(value)
+
+
+def _encode_group(key: ShareGroupKey, value: ShareGroupValue | None) -> tuple[bytes, bytes | None]:
+    g = key.group.encode()
+    key_bytes = _H.pack(SHARE_GROUP_KEY_TYPE) + _H.pack(len(g)) + g
+    return key_bytes, None if value is None else _H.pack(0) + _I.pack(value.group_epoch)
+
+
+def _decode_group(key: bytes, value: bytes | None) -> tuple[ShareGroupKey, ShareGroupValue | None]:
+    _need(key, 0, 4)
+    (n,) = _H.unpack_from(key, 2)
+    if n < 0 or 4 + n != len(key):
+        raise ShareRecordFormatError("malformed share group key")
+    try:
+        k = ShareGroupKey(bytes(key[4:]).decode())
+    except UnicodeDecodeError as e:
+        raise ShareRecordFormatError("group id is not UTF-8") from e
+    if value is None:
+        return k, None
+    _need(value, 0, 6)
+    return k, ShareGroupValue(_I.unpack_from(value, 2)[0])
+
+
+class ShareRecords:
+    """The share groups' records, for the runtime's registry."""
+
+    key_types = (SHARE_CHECKPOINT_TYPE, SHARE_DELTA_TYPE, SHARE_GROUP_KEY_TYPE)
+    encoders: Mapping[type, Encoder] = {
+        ShareCheckpointKey: _encode_state,
+        ShareDeltaKey: _encode_state,
+        ShareGroupKey: _encode_group,
+    }
+
+    @staticmethod
+    def decode(
+        key: bytes, value: bytes | None
+    ) -> tuple[ShareKey | ShareGroupKey, ShareValue | ShareGroupValue | None]:
+        if record_type(key) == SHARE_GROUP_KEY_TYPE:
+            return _decode_group(key, value)
+        return decode_share_record(key, value)
+
+
+SHARE_RECORDS = ShareRecords()

@@ -31,17 +31,39 @@ import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
-
-if TYPE_CHECKING:
-    from kcoord.storage.log import Log
-    from kcoord.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
 
 DurableCallback = Callable[[BaseException | None], None]
+
+
+class Segment(Protocol):
+    """A file the flusher syncs (a log segment)."""
+
+    fd: int  # -1 once closed
+    device: int  # st_dev: one syncfs covers every file of a filesystem
+
+    def fsync(self) -> None: ...
+
+    def pin(self) -> None:
+        """Keep the file open while the flusher syncs it (a roll or delete closes it after)."""
+        ...
+
+    def unpin(self) -> None: ...
+
+
+class Log(Protocol):
+    """What the flusher needs of a log: where it ends, and which of its files hold unsynced bytes."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def take_unsynced_segments(self) -> list[Segment]: ...
+
+    def mark_flushed(self, end_offset: int) -> None: ...
 
 
 class Flusher:
@@ -53,7 +75,6 @@ class Flusher:
         self.policy = policy
         self.interval_ms = interval_ms
         self._dirty: dict[Log, int] = {}  # log -> end offset to cover
-        self._waiters: list[asyncio.Future[None]] = []
         self._callbacks: list[DurableCallback] = []
         self._appenders: list[Callable[[], None]] = []
         # Run after each round's writers heard of it, on the same pass (the server writes the
@@ -98,19 +119,10 @@ class Flusher:
         if (urgent or self.policy == "always") and self._wakeup is not None:
             self._wakeup.set()
 
-    def commit(self, target: Log) -> asyncio.Future[None] | None:
-        """A future that completes once ``target``'s current end is durable (None: no wait)."""
-        self.mark_dirty(target)
-        if self.policy != "always":
-            return None
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
-
     def when_durable(self, target: Log, callback: DurableCallback) -> None:
         """Call ``callback(None)`` once ``target``'s current end is durable, or with the error that
-        failed the flush: :meth:`commit` without a future and the loop pass it costs to complete.
-        Only for the ``always`` policy."""
+        failed the flush (a plain callback: no future, and no loop pass to complete one). Only for
+        the ``always`` policy."""
         self.mark_dirty(target)
         self._callbacks.append(callback)
 
@@ -172,7 +184,6 @@ class Flusher:
             except Exception:  # the appender reports its own failure to its writers
                 log.exception("append before flush failed")
         dirty, self._dirty = self._dirty, {}
-        waiters, self._waiters = self._waiters, []
         callbacks, self._callbacks = self._callbacks, []
         own_error: BaseException | None = None
         if dirty:
@@ -199,14 +210,8 @@ class Flusher:
         if error is None:
             for target, end in dirty.items():
                 target.mark_flushed(end)
-        for fut in waiters:
-            if not fut.done():
-                if error is None:
-                    fut.set_result(None)
-                else:
-                    fut.set_exception(error)
         _run_callbacks(callbacks, error)
-        if waiters or callbacks:
+        if callbacks:
             for hook in self.after_round:
                 try:
                     hook()

@@ -1,6 +1,11 @@
-"""A synchronous stand-in for the group actor: runs group operations on a GroupStore with a
-manual clock, applies their records, appends them to a real coordinator Log, and hands out
-responses, exactly as ``coordinator.GroupActor`` does minus the event loop."""
+"""Classic group operations run through the production coordinator shard, synchronously.
+
+``Harness.run`` is what the runtime's actor does for one operation, minus the event loop and the
+batching of a flush round: ``CoordinatorShard.run`` (the operation, then its records through the
+store's one ``replay``) and ``CoordinatorShard.append`` (the records' bytes, linked and encoded
+by the registry, to a real coordinator log); then the answers. ``replay`` loads a fresh store from
+the log through ``CoordinatorShard.load``, as the broker does on start.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from kcoord.classic import offsets as rules
-from kcoord.classic.coordinator import GroupCoordinator
-from kcoord.classic.group import ClassicGroup, GroupConfig, JoinRequest, Outcome
+from kcoord.classic.group import ClassicGroup, GroupConfig, JoinRequest
 from kcoord.classic.member import JoinResult, SyncResult
-from kcoord.classic.records import encode_key, encode_value
-from kcoord.classic.store import GroupStore
+from kcoord.classic.store import ClassicGroups
 from kcoord.clock import ManualClock
+from kcoord.config import BrokerConfig
+from kcoord.groups.store import GroupStore
 from kcoord.protocol import records as batches
+from kcoord.runtime.outcome import Operation, Outcome
+from kcoord.runtime.shard import CoordinatorShard
+from kcoord.server.coordinators import group_records, group_store
+from kcoord.share.config import SharePartitionConfig
+from kcoord.share.store import ShareGroups
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
 
@@ -45,34 +55,88 @@ class Inbox:
         return self.values[-1] if self.values else None
 
 
+def new_store(config: GroupConfig, topics: Any = None, records_available: Any = None) -> GroupStore:
+    """The GroupStore the broker builds for a coordinator partition, with ``config``'s group rules."""
+    broker_config = BrokerConfig(
+        group_min_session_timeout_ms=config.min_session_timeout_ms,
+        group_max_session_timeout_ms=config.max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+        group_max_size=config.max_size,
+    )
+    return group_store(
+        broker_config, topics or (lambda _name: None), records_available or (lambda _gid: None)
+    )
+
+
+def classic(store: GroupStore) -> ClassicGroups:
+    return store.kind(ClassicGroups)
+
+
+def share_store(partition_config: SharePartitionConfig, topics: Any = None) -> GroupStore:
+    """The broker's GroupStore, with every share-partition on ``partition_config`` (checkpoint
+    policy included, which no broker setting reaches)."""
+    return GroupStore(
+        [
+            lambda ns: ClassicGroups(ns, GroupConfig()),
+            lambda ns: ShareGroups(
+                ns, lambda _configs: partition_config, topics or (lambda _n: None), lambda _g: None
+            ),
+        ]
+    )
+
+
 class Harness:
     def __init__(
-        self, directory: Path, config: GroupConfig | None = None, segment_bytes: int = 1 << 30
+        self,
+        directory: Path,
+        config: GroupConfig | None = None,
+        segment_bytes: int = 1 << 30,
+        new_state: Callable[[], GroupStore] | None = None,
     ) -> None:
         self.clock = ManualClock()
         self.config = config or GroupConfig(initial_rebalance_delay_ms=3000)
-        self.store = GroupStore(self.config)
+        self.new_state = new_state or (lambda: new_store(self.config))
         self.directory = directory
         self.flusher = Flusher("os")
-        self.log = Log.open(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1), self.flusher)
+        self.registry = group_records()
+        log = Log.open(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1), self.flusher)
+        self.shard = CoordinatorShard(0, log, self.new_state(), self.registry)
         self.records_written = 0
 
+    @property
+    def log(self) -> Log:
+        return self.shard.log
+
+    @property
+    def state(self) -> GroupStore:
+        return self.shard.state
+
+    @property
+    def store(self) -> ClassicGroups:
+        return classic(self.shard.state)
+
     # --- the actor's job ------------------------------------------------------------------
-    def run(
-        self, group_id: str, op: Callable[[ClassicGroup | None, int], Outcome], create: bool = False
-    ) -> Outcome:
+    def run_op(self, op: Operation[GroupStore]) -> Outcome:
+        """One operation as the runtime runs it: apply, append, answer."""
         now = self.clock.now_ms()
-        group = self.store.get_or_create(group_id, now) if create else self.store.get(group_id)
-        out = op(group, now)
-        for key, value in out.records:
-            self.store.apply(key, value, now)
+        out = self.shard.run(op, now)
         if out.records:
-            data = batches.build_batch([(encode_key(k), encode_value(v)) for k, v in out.records], now)
-            self.log.append(data, [batches.read_header(data)], now)
+            self.shard.append(out.records, now)
             self.records_written += len(out.records)
         for responder, value in out.responses:
             responder(value)
         return out
+
+    def run(
+        self, group_id: str, op: Callable[[ClassicGroup | None, int], Outcome], create: bool = False
+    ) -> Outcome:
+        """``op`` on the classic group ``group_id`` (created first when ``create``), or on None."""
+
+        def on_group(store: GroupStore, now: int) -> Outcome:
+            groups = classic(store)
+            return op(groups.get_or_create(group_id, now) if create else groups.get(group_id), now)
+
+        return self.run_op(on_group)
 
     def group(self, group_id: str) -> ClassicGroup:
         g = self.store.get(group_id)
@@ -212,12 +276,12 @@ class Harness:
         return {(t, p): v.offset for t, parts in g.offsets.items() for p, v in parts.items()}
 
     def tick(self, ms: int) -> None:
-        """Advance the clock and fire every group's due timers."""
+        """Advance the clock and fire every due timer, as the runtime's actors do."""
         self.clock.advance(ms)
-        for gid in list(self.store.groups):
-            g = self.store.get(gid)
-            if g is not None and (d := g.next_deadline()) is not None and d <= self.clock.now_ms():
-                self.run(gid, lambda g, now: g.on_timer(now) if g is not None else Outcome())
+        for key in list(self.state.keys()):
+            deadline = self.state.next_deadline(key)
+            if deadline is not None and deadline <= self.clock.now_ms():
+                self.run_op(lambda state, now, key=key: state.on_timer(key, now))
 
     def expire(self, retention_ms: int) -> None:
         for gid in list(self.store.groups):
@@ -240,12 +304,28 @@ class Harness:
 
     # --- restart ---------------------------------------------------------------------------
     def replay(self) -> GroupStore:
-        """A fresh store rebuilt from the log, as the broker does on start."""
+        """A fresh store rebuilt from the log, as the broker does on start (the live one stays)."""
+        config = self.log.config
         self.log.close()
-        self.log = Log.open(self.directory, self.log.config, self.flusher)
-        store = GroupStore(self.config)
-        GroupCoordinator._replay(self.log, store, self.clock.now_ms(), 0)
+        log = Log.open(self.directory, config, self.flusher)
+        replayed = CoordinatorShard(0, log, self.new_state(), self.registry)
+        replayed.load(self.clock.now_ms())
+        self.shard.log = log
+        return replayed.state
+
+    def restart(self) -> GroupStore:
+        """Continue on a store rebuilt from the log, as after a broker restart."""
+        store = self.replay()
+        self.shard.state = store
         return store
+
+    def records(self) -> list[tuple[int, Any, Any]]:
+        """(offset, key, value) of every record in the log, decoded by the registry."""
+        out = []
+        for h, data in self.log.batches():
+            for offset, key, value in batches.iter_key_values(data, h):
+                out.append((offset, *self.registry.decode(key, value)))
+        return out
 
     def compact(self, delete_retention_ms: int = 86_400_000) -> None:
         """Roll and run the real cleaner over every closed segment."""

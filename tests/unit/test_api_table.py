@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, null_violation, request_class, response_class
 from kcoord.server.api_table import ApiSpec, ApiTable, build_table
-from kcoord.server.dispatcher import CloseConnection, Dispatcher
+from kcoord.server.dispatcher import Dispatcher
 from tests.wire import request_header
 
 TABLE = build_table()
@@ -18,8 +18,9 @@ SPECS = list(TABLE)
 
 
 def dispatcher() -> Dispatcher:
-    broker = SimpleNamespace(table=TABLE)
-    return Dispatcher(broker, TABLE)
+    # Only ApiVersions is dispatched here: its handler needs nothing but the table's answer.
+    services = SimpleNamespace(api_versions=TABLE.api_versions)
+    return Dispatcher(services, TABLE)  # type: ignore[arg-type]
 
 
 def unframe(frame: bytes) -> tuple[int, bytes]:

@@ -9,7 +9,7 @@ import pytest
 from kcoord.classic import offsets as rules
 from kcoord.classic.group import GroupConfig, GroupState
 from kcoord.protocol.errors import ErrorCode as E
-from tests.unit.grouputil import Harness
+from tests.unit.grouputil import Harness, classic
 from tests.unit.test_group_state import settle
 
 G = "g"
@@ -150,7 +150,7 @@ def test_expiry_survives_restart(h: Harness) -> None:
     h.commit(G, {("t", 0): 1}, member_id=m, generation=1)
     h.leave(G, (m, None))
     h.clock.advance(RETENTION - 10)
-    replayed = h.replay()
+    replayed = classic(h.replay())
     g = replayed.get(G)
     assert g is not None and g.state is GroupState.EMPTY
     assert rules.expire(g, h.clock.now_ms(), RETENTION).records == []

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kcoord.classic import offsets as rules
-from kcoord.classic.group import GroupConfig, GroupState, Outcome
-from kcoord.classic.store import GroupStore
-from tests.unit.grouputil import Harness
+from kcoord.classic.group import GroupConfig, GroupState
+from kcoord.groups.store import GroupStore
+from kcoord.runtime.outcome import Outcome
+from tests.unit.grouputil import Harness, classic
 
 GROUPS = ["g1", "g2", "g3"]
 TOPICS = ["t", "u", "v"]
@@ -157,7 +158,8 @@ class GroupLog(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         """Replay mid-run too, then continue on the replayed state (as after a broker restart)."""
-        self.h.store = self.check_replay()
+        self.check_replay()
+        self.h.restart()
 
     # --- invariants --------------------------------------------------------------------------
     @invariant()
@@ -169,8 +171,8 @@ class GroupLog(RuleBasedStateMachine):
 
     def check_replay(self) -> GroupStore:
         replayed = self.h.replay()
-        assert replayed.snapshot() == self.h.store.snapshot()
-        for gid, g in replayed.groups.items():
+        assert replayed.snapshot() == self.h.state.snapshot()
+        for gid, g in classic(replayed).groups.items():
             live = self.h.store.get(gid)
             if (
                 g.persisted is not None

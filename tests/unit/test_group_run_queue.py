@@ -1,14 +1,13 @@
-"""GroupCoordinator's run queue: the ready actors drained in one event-loop pass."""
+"""The coordinator runtime's run queue: the ready actors drained in one event-loop pass."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-from kcoord.classic.coordinator import GroupCoordinator
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.partitions import PartitionManager
+from kcoord.server.coordinators import group_runtime
 from kcoord.storage.flush import Flusher
 
 
@@ -30,7 +29,7 @@ def test_after_run_hooks_run_on_the_pass_that_ran_the_actors(tmp_path: Path) -> 
     async def main() -> list[str]:
         config, clock = BrokerConfig(), ManualClock()
         flusher = Flusher("always", directory=tmp_path)
-        coordinator = GroupCoordinator(config, flusher, clock, PartitionManager(config, flusher, clock))
+        coordinator = group_runtime(config, flusher, clock, lambda _name: None, lambda _gid: None)
         events: list[str] = []
 
         def failing_hook() -> None:

@@ -12,12 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcoord.classic import records as R
-from kcoord.classic.coordinator import GroupCoordinator
 from kcoord.classic.group import GroupConfig
-from kcoord.classic.store import GroupStore
+from kcoord.groups.store import GroupStore
 from kcoord.protocol.records import build_batch, read_header
+from kcoord.runtime.shard import CoordinatorShard
+from kcoord.server.coordinators import group_records
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
+from tests.unit.grouputil import classic, new_store
 
 NOW = 1_700_000_000_000
 groups = st.sampled_from(["a", "b", "grp-c"])
@@ -44,7 +46,7 @@ def _encode(op: tuple) -> tuple[bytes, bytes | None]:
 
 
 def _state(store: GroupStore) -> list:
-    return [(gid, g.offsets, g.persisted) for gid, g in store.groups.items()]  # order included
+    return [(gid, g.offsets, g.persisted) for gid, g in classic(store).groups.items()]  # order included
 
 
 @settings(max_examples=400, deadline=None)
@@ -62,9 +64,11 @@ def test_fast_replay_equals_applying_every_record(batches: list[list[tuple]]) ->
             encoded += entries
             data = build_batch(entries, NOW)
             lg.append(data, [read_header(data)], NOW)
-        fast = GroupStore(GroupConfig())
-        assert GroupCoordinator._replay(lg, fast, NOW, 0) == len(encoded)
+        fast = CoordinatorShard(0, lg, new_store(GroupConfig()), group_records())
+        assert fast.load(NOW) == len(encoded)
         lg.close()
-    every = GroupStore(GroupConfig())
-    every.replay((R.decode_record(k, v) for k, v in encoded), NOW)
-    assert _state(fast) == _state(every)
+    every = new_store(GroupConfig())
+    for k, v in encoded:
+        every.replay(*R.decode_record(k, v), NOW)
+    every.loaded(NOW)
+    assert _state(fast.state) == _state(every)

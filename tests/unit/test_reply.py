@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from kcoord.apis.reply import Reply, from_future, reply_with
+from kcoord.apis.reply import Reply, reply_all, reply_with
 
 
 def _sink() -> tuple[list[Any], Any]:
@@ -63,20 +62,19 @@ def test_reply_with_builds_once_and_routes_exceptions() -> None:
     assert got[-1] == (None, err) and calls == [4, -1]
 
 
-def test_from_future() -> None:
-    async def main() -> list[Any]:
-        loop = asyncio.get_running_loop()
-        got, consumer = _sink()
-        ok, bad, cancelled = loop.create_future(), loop.create_future(), loop.create_future()
-        for fut in (ok, bad, cancelled):
-            from_future(fut, lambda v: v + 1).then(consumer)
-        ok.set_result(1)
-        bad.set_exception(KeyError("k"))
-        cancelled.cancel()
-        await asyncio.sleep(0)
-        return got
-
-    got = asyncio.run(main())
-    assert got[0] == (2, None)
-    assert isinstance(got[1][1], KeyError)
-    assert isinstance(got[2][1], asyncio.CancelledError)
+def test_reply_all_waits_for_every_responder_in_order() -> None:
+    got: list[Any] = []
+    reply, (first, second) = reply_all(2, lambda values: [v for part in values for v in part])
+    reply.then(lambda value, error: got.append((value, error)))
+    second(["b"])
+    assert got == []
+    first(["a"])
+    assert got == [(["a", "b"], None)]
+    failing, (one, _two) = reply_all(2, lambda values: values)
+    boom = RuntimeError("boom")
+    one(boom)
+    failing.then(lambda value, error: got.append((value, error)))
+    assert got[-1] == (None, boom)
+    empty, none = reply_all(0, lambda values: len(values))
+    empty.then(lambda value, error: got.append((value, error)))
+    assert none == [] and got[-1] == (0, None)

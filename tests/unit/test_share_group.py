@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from kcoord.classic.group import GroupConfig
-from kcoord.classic.records import decode_record, encode_key, encode_value
-from kcoord.classic.store import GroupStore
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.coordinators import group_records
 from kcoord.share.assignor import assign
 from kcoord.share.group import ShareGroup
+from kcoord.share.store import ShareGroups
+from tests.unit.grouputil import new_store
 
 T1, T2 = uuid.uuid4(), uuid.uuid4()
 TOPICS = {"t1": (T1, 6), "t2": (T2, 2)}
@@ -117,18 +118,21 @@ def test_subscription_change_and_topic_changes_bump_epoch() -> None:
 
 
 def test_epoch_and_configs_survive_a_replay(tmp_path: Path) -> None:
-    store = GroupStore(GroupConfig())
-    g = store.get_or_create_share("g")
+    store = new_store(GroupConfig(), lookup)
+    g = store.kind(ShareGroups).get_or_create("g")
+    assert g is not None
     _, out = hb(g, "m1", 0, ["t1"])
     _, out2 = hb(g, "m2", 0, ["t1"])
     g.configs = {"share.auto.offset.reset": "earliest"}
     records = out.records + out2.records + [g.config_record()]
-    encoded = [(encode_key(k), encode_value(v)) for k, v in records]
+    registry = group_records()
+    encoded = [registry.encode(k, v) for k, v in records]
     for k, v in records:
-        store.apply(k, v, 0)
-    replayed = GroupStore(GroupConfig())
-    replayed.replay((decode_record(k, v) for k, v in encoded), 0)
-    r = replayed.get_share("g")
+        store.replay(k, v, 0)
+    replayed = new_store(GroupConfig(), lookup)
+    for k, v in encoded:
+        replayed.replay(*registry.decode(k, v), 0)
+    r = replayed.kind(ShareGroups).get("g")
     assert r is not None and r.group_epoch == 2 and r.members == {}  # members rejoin after a restart
     assert replayed.group_configs == {"g": {"share.auto.offset.reset": "earliest"}}
     assert replayed.snapshot() == store.snapshot()

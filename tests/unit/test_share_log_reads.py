@@ -15,8 +15,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from kcoord.share.config import SharePartitionConfig
 from kcoord.share.coordinator import FIRST_READ_BYTES, _LogBatches
-from kcoord.share.partition import SharePartition, SharePartitionConfig
+from kcoord.share.partition import SharePartition
 from kcoord.storage.log import Log
 from tests.unit.logutil import T0, append, decode, open_log
 

@@ -4,12 +4,18 @@ The first tests replay the seed's in-flight records example step by step (SPSO 1
 120) and check the cumulative state and the SHARE_DELTA / SHARE_CHECKPOINT records at each
 step; then Kafka 4.x behaviour beyond the seed; then a stateful property test: whatever the
 operations, replaying the records written (as written, and after compaction) reproduces
-``durable_view()``.
+``durable_view()``. The property test writes through the production coordinator shard (the
+share-partition inside its group in a GroupStore, records applied by the store's ``replay``,
+appended with their SHARE_DELTA BackOffset linked), compacts with the real log cleaner, and
+restarts from the real log.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,10 +23,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.runtime.outcome import Outcome
 from kcoord.share import records as R
+from kcoord.share.config import SharePartitionConfig
 from kcoord.share.durability import DurableView
 from kcoord.share.inflight import RecordState
-from kcoord.share.partition import AckType, SharePartition, SharePartitionConfig
+from kcoord.share.partition import AckType, SharePartition
+from kcoord.share.store import ShareGroups
+from tests.unit.grouputil import Harness, share_store
 
 TID = uuid.UUID("6f1c1a43-7f0b-4f43-9a57-5a8a3b0c1d2e")
 G = "G1"
@@ -608,6 +618,12 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.sp: SharePartition
+        self.dir = Path(tempfile.mkdtemp(prefix="kcoord-share-replay-"))
+
+    def teardown(self) -> None:
+        if hasattr(self, "h"):
+            self.h.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     @initialize(
         limit=st.integers(1, 5),
@@ -637,14 +653,42 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.log: list[tuple[bytes, bytes | None]] = []
         self.m: dict[int, list] = {}  # offset -> [state, delivery count, member, deadline]
         self.spso = self.speo = 0
+        self.h = Harness(self.dir / "log", segment_bytes=2048, new_state=lambda: share_store(self.cfg))
+        self.last_state_offset = -1  # log offset of the partition's last state record (BackOffset)
+
+        def install(store: object, now: int) -> Outcome:
+            group = self.h.state.kind(ShareGroups).get_or_create(G)
+            assert group is not None
+            group.partitions[(TID, 0)] = self.sp
+            return Outcome()
+
+        self.h.run_op(install)
         self.persist(self.sp.initialize())
 
     # --- helpers ------------------------------------------------------------------------------
     def persist(self, records: list[R.ShareRecord]) -> None:
+        """The records of one operation, as the runtime takes them: applied through the store's
+        replay (to the live share-partition, which changes nothing) and appended as one batch."""
         for k, v in records:
             kb, vb = R.encode_key(k), R.encode_value(v)
             assert R.decode_share_record(kb, vb) == (k, v)
             self.log.append((kb, vb))
+        if not records:
+            return
+        end = self.h.log.log_end_offset
+        self.h.run_op(lambda _store, _now: Outcome(records=list(records)))
+        for offset, _key, value in self.h.records():
+            if offset < end:
+                continue
+            if isinstance(value, R.ShareDeltaValue):  # the seed's chain: back to the previous record
+                assert value.back_offset == self.last_state_offset, (offset, value)
+            self.last_state_offset = offset
+
+    def replayed(self) -> SharePartition:
+        """The share-partition as a broker restarted now would load it from the log."""
+        group = self.h.replay().kind(ShareGroups).get(G)
+        assert group is not None and (TID, 0) in group.partitions
+        return group.partitions[(TID, 0)]
 
     def decoded(self) -> list[R.ShareRecord]:
         return [R.decode_share_record(k, v) for k, v in self.log]
@@ -767,6 +811,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @rule(dt=st.sampled_from([1, 1_000, LOCK // 2, LOCK]))
     def tick(self, dt: int) -> None:
         self.now += dt
+        self.h.clock.advance(dt)
         self.persist(self.sp.on_timer(self.now))
         for o, s in list(self.m.items()):
             if s[0] == ACQ and s[3] <= self.now:
@@ -794,10 +839,19 @@ class SharePartitionMachine(RuleBasedStateMachine):
             self.speo = max(self.speo, self.spso)
             self.advance()
 
+    @rule(delete_retention=st.sampled_from([0, 86_400_000]))
+    def compact(self, delete_retention: int) -> None:
+        """The real log cleaner over the real log (the model's records stay as written)."""
+        self.h.compact(delete_retention)
+
     @rule()
     def restart(self) -> None:
         again = SharePartition.from_records(G, TID, 0, self.cfg, self.decoded())
         assert again is not None
+        assert again.durable_view() == self.sp.durable_view()
+        group = self.h.restart().kind(ShareGroups).get(G)
+        assert group is not None
+        again = group.partitions[(TID, 0)]
         assert again.durable_view() == self.sp.durable_view()
         self.sp = again
         for o in list(self.m):
@@ -828,8 +882,10 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert live == self.m
         view = sp.durable_view()
         records = self.decoded()
-        for log in (records, compact(records)):
-            again = SharePartition.from_records(G, TID, 0, self.cfg, log)
+        for again in [
+            *(SharePartition.from_records(G, TID, 0, self.cfg, log) for log in (records, compact(records))),
+            self.replayed(),
+        ]:
             assert again is not None
             assert again.durable_view() == view
             assert (again.checkpoint_epoch, again.delta_seq) == (sp.checkpoint_epoch, sp.delta_seq)

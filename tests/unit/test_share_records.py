@@ -74,7 +74,6 @@ def test_tombstones() -> None:
 @given(key=st.one_of(checkpoint_keys, delta_keys))
 def test_key_round_trip(key: R.ShareKey) -> None:
     raw = R.encode_key(key)
-    assert R.is_share_record_key(raw)
     assert R.record_type(raw) == (100 if isinstance(key, R.ShareCheckpointKey) else 101)
     assert R.decode_key(raw) == key
 
@@ -90,13 +89,20 @@ def test_checkpoint_round_trip(key: R.ShareCheckpointKey, value: R.ShareCheckpoi
 def test_delta_round_trip(key: R.ShareDeltaKey, value: R.ShareDeltaValue) -> None:
     kb, vb = R.encode_record((key, value))
     assert R.decode_share_record(kb, vb) == (key, value)
-    assert R.RECORD_DECODERS[R.record_type(kb)](kb, vb) == (key, value)
+    assert R.SHARE_RECORDS.decode(kb, vb) == (key, value)
+    assert R.SHARE_RECORDS.encoders[type(key)](key, value) == (kb, vb)
+
+
+@given(group=st.text(max_size=20), epoch=st.integers(0, 2**31 - 1), tombstone=st.booleans())
+def test_share_group_record_round_trip(group: str, epoch: int, tombstone: bool) -> None:
+    key, value = R.ShareGroupKey(group), None if tombstone else R.ShareGroupValue(epoch)
+    kb, vb = R.SHARE_RECORDS.encoders[R.ShareGroupKey](key, value)
+    assert kb[:2] == b"\x00\x66"  # type 102
+    assert R.SHARE_RECORDS.decode(kb, vb) == (key, value)
 
 
 def test_other_record_types_are_not_share_records() -> None:
     offset_commit_key = b"\x00\x01" + b"\x00\x01g" + b"\x00\x01t" + b"\x00\x00\x00\x00"
-    assert not R.is_share_record_key(offset_commit_key)
-    assert not R.is_share_record_key(b"\x00")
     with pytest.raises(R.ShareRecordFormatError):
         R.decode_key(offset_commit_key)
 

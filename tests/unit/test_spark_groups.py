@@ -19,7 +19,7 @@ import pytest
 
 from kcoord.classic import offsets as rules
 from kcoord.classic.group import GroupConfig, GroupState
-from tests.unit.grouputil import Harness
+from tests.unit.grouputil import Harness, classic
 
 RETENTION = 7 * 24 * 3_600_000  # offsets.retention.minutes default
 CHECK_INTERVAL = 600_000  # offsets.retention.check.interval.ms default
@@ -71,7 +71,7 @@ def test_spark_throwaway_group_is_removed_at_the_next_cleanup(h: Harness) -> Non
     assert h.store.get(group) is None
     assert h.records_written == written + 1, "one group tombstone, nothing else"
     # ... and it stays gone when the coordinator reloads its log.
-    assert h.replay().get(group) is None
+    assert classic(h.replay()).get(group) is None
 
 
 def test_spark_throwaway_groups_do_not_pile_up(h: Harness) -> None:
@@ -85,7 +85,7 @@ def test_spark_throwaway_groups_do_not_pile_up(h: Harness) -> None:
     assert len(h.store.groups) == 20
     cleanup(h)
     assert h.store.groups == {}
-    assert h.replay().groups == {}
+    assert classic(h.replay()).groups == {}
 
 
 def test_active_spark_driver_group_is_kept(h: Harness) -> None:
@@ -139,7 +139,7 @@ def test_standalone_stream_progress_group_expires_after_retention(h: Harness) ->
     h.expire(RETENTION)
     # ... and the group with them.
     assert h.store.get(group) is None
-    assert h.replay().get(group) is None
+    assert classic(h.replay()).get(group) is None
 
 
 def test_standalone_partition_committed_later_lives_longer(h: Harness) -> None:

@@ -1,0 +1,22 @@
+"""The authorized-operations bitfields of Metadata, DescribeCluster, DescribeGroups and
+ShareGroupDescribe (Kafka's AclOperation codes).
+
+kcoord has no authorizer: every operation is allowed, so each resource type reports every
+operation Kafka defines for it.
+"""
+
+from __future__ import annotations
+
+# AclOperation codes: 3 READ, 4 WRITE, 5 CREATE, 6 DELETE, 7 ALTER, 8 DESCRIBE, 9 CLUSTER_ACTION,
+# 10 DESCRIBE_CONFIGS, 11 ALTER_CONFIGS, 12 IDEMPOTENT_WRITE, 14 DESCRIBE_TOKENS.
+TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12, 14}
+GROUP_OPERATIONS = {3, 6, 8}  # READ, DELETE, DESCRIBE
+
+
+def bitfield(ops: set[int]) -> int:
+    """The operations as the int32 bitfield the newer APIs carry (bit n = operation code n)."""
+    value = 0
+    for bit in ops:
+        value |= 1 << bit
+    return value

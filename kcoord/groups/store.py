@@ -1,0 +1,165 @@
+"""The groups of one coordinator partition, of every type, and the one ``replay`` their records
+go through at start-up and live (DESIGN principle 1).
+
+Group ids form one namespace across group types, as in Kafka: an id held by a classic group is
+"not a share group" and the other way round. Each group type (classic/, share/) is a
+``GroupKind``: it keeps its own groups and replays its own records, and knows the others only
+through the ``GroupNamespace`` it is given. The store routes every record to the kind that
+registered its key class, keeps the config overrides any group may have (record type 103), and
+is what the coordinator runtime holds per shard (``CoordinatorState``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+from kcoord.groups.records import GroupConfigKey, GroupConfigValue
+from kcoord.runtime.outcome import Outcome, Record
+from kcoord.runtime.records import RecordRegistry
+from kcoord.runtime.shard import Loader
+
+
+class GroupNamespace(Protocol):
+    """What a group kind may ask about the groups of other kinds."""
+
+    def group_type(self, group_id: str) -> str | None: ...
+
+    def held_by_another_type(self, group_id: str, group_type: str) -> bool:
+        """Whether a group of a type other than ``group_type`` has the id (the APIs of one type
+        answer GROUP_ID_NOT_FOUND for it, as Kafka's "not a ... group")."""
+        found = self.group_type(group_id)
+        return found is not None and found != group_type
+
+    def configs_of(self, group_id: str) -> dict[str, str]: ...
+
+
+class GroupKind(Protocol):
+    """The groups of one type in one coordinator partition."""
+
+    @property
+    def group_type(self) -> str:
+        """The type as ListGroups names it: classic, consumer, share."""
+        ...
+
+    @property
+    def record_classes(self) -> tuple[type, ...]:
+        """Key classes of the records this kind replays."""
+        ...
+
+    def replay(self, key: Any, value: Any, now: int) -> None: ...
+
+    def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]: ...
+
+    def loaded(self, now: int) -> None: ...
+
+    def link(self, records: list[Record], base_offset: int) -> list[Record]: ...
+
+    def holds(self, group_id: str) -> bool: ...
+
+    def group_ids(self) -> Iterable[str]: ...
+
+    def next_deadline(self, group_id: str) -> int | None: ...
+
+    def on_timer(self, group_id: str, now: int) -> Outcome: ...
+
+    def configs_changed(self, group_id: str, configs: dict[str, str]) -> None: ...
+
+    def snapshot(self) -> dict[str, Any]:
+        """What survives a restart, comparable with ==, for the replay property tests."""
+        ...
+
+
+KindT = TypeVar("KindT", bound=GroupKind)
+KindFactory = Callable[[GroupNamespace], GroupKind]
+
+
+class GroupStore:
+    def __init__(self, kinds: Iterable[KindFactory]) -> None:
+        self.group_configs: dict[str, dict[str, str]] = {}  # GROUP resource config overrides
+        self._kinds: dict[type, GroupKind] = {}
+        self._replay: dict[type, Callable[[Any, Any, int], None]] = {GroupConfigKey: self._replay_configs}
+        for make in kinds:
+            kind = make(self)
+            self._kinds[type(kind)] = kind
+            for cls in kind.record_classes:
+                if cls in self._replay:
+                    raise ValueError(f"records keyed by {cls.__name__} are replayed twice")
+                self._replay[cls] = kind.replay
+        self._all = tuple(self._kinds.values())
+
+    def kind(self, cls: type[KindT]) -> KindT:
+        return self._kinds[cls]  # type: ignore[return-value]
+
+    def kinds(self) -> tuple[GroupKind, ...]:
+        return self._all
+
+    def _kind_of(self, group_id: str) -> GroupKind | None:
+        for kind in self._all:
+            if kind.holds(group_id):
+                return kind
+        return None
+
+    # --- the namespace --------------------------------------------------------------------------
+    def group_type(self, group_id: str) -> str | None:
+        kind = self._kind_of(group_id)
+        return kind.group_type if kind is not None else None
+
+    def held_by_another_type(self, group_id: str, group_type: str) -> bool:
+        """Whether a group of a type other than ``group_type`` has the id (the APIs of one type
+        answer GROUP_ID_NOT_FOUND for it, as Kafka's "not a ... group")."""
+        found = self.group_type(group_id)
+        return found is not None and found != group_type
+
+    def configs_of(self, group_id: str) -> dict[str, str]:
+        return self.group_configs.get(group_id, {})
+
+    # --- records ----------------------------------------------------------------------------------
+    def replay(self, key: Any, value: Any, now: int) -> None:
+        self._replay[type(key)](key, value, now)
+
+    def _replay_configs(self, key: GroupConfigKey, value: GroupConfigValue | None, now: int) -> None:
+        configs = dict(value.configs) if value is not None else {}
+        if configs:
+            self.group_configs[key.group] = configs
+        else:
+            self.group_configs.pop(key.group, None)
+        for kind in self._all:
+            kind.configs_changed(key.group, configs)
+
+    def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]:
+        out: dict[int, Loader] = {}
+        for kind in self._all:
+            out.update(kind.loaders(registry, now))
+        return out
+
+    def loaded(self, now: int) -> None:
+        for kind in self._all:
+            kind.loaded(now)
+
+    def link(self, records: list[Record], base_offset: int) -> list[Record]:
+        for kind in self._all:
+            records = kind.link(records, base_offset)
+        return records
+
+    # --- keys and timers ------------------------------------------------------------------------
+    def holds(self, group_id: str) -> bool:
+        return self._kind_of(group_id) is not None
+
+    def keys(self) -> Iterator[str]:
+        for kind in self._all:
+            yield from kind.group_ids()
+
+    def next_deadline(self, group_id: str) -> int | None:
+        kind = self._kind_of(group_id)
+        return kind.next_deadline(group_id) if kind is not None else None
+
+    def on_timer(self, group_id: str, now: int) -> Outcome:
+        kind = self._kind_of(group_id)
+        return kind.on_timer(group_id, now) if kind is not None else Outcome()
+
+    def snapshot(self) -> dict[str, Any]:
+        out: dict[str, Any] = {kind.group_type: kind.snapshot() for kind in self._all}
+        if self.group_configs:
+            out["configs"] = {g: dict(c) for g, c in self.group_configs.items()}
+        return out

@@ -1,0 +1,412 @@
+"""The runtime's asyncio side: one actor per key, batched appends, durable-then-respond, timers.
+
+Keys (group ids, transactional ids) map to the partitions of a coordinator topic as in Kafka
+(partitioning.py); each partition is a sans-io shard (shard.py). Every key has an actor: a mailbox
+drained in arrival order, one operation at a time, by the event loop (DESIGN principle 2), so
+state machines need no locks. An operation's records are applied at once (``shard.run``) and
+queued for the shard's next batch; its answers are released once everything its key appended up
+to then is durable. All records written to a shard while the flusher syncs the previous round
+(``log.flush.policy=always``), or in one event-loop pass otherwise, go into one record batch, and
+all shards share the flusher's group commit. A write that fails stops the runtime (fail-stop):
+memory is then ahead of the log.
+
+Timers: after each drain the actor asks the state for the key's next deadline and arms one
+event-loop timer for it; when it fires, the state's ``on_timer`` runs as an operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Generic
+
+import structlog
+
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.runtime.outcome import Operation, Outcome, Record
+from kcoord.runtime.partitioning import partition_for
+from kcoord.runtime.records import RecordRegistry
+from kcoord.runtime.shard import CoordinatorShard, S
+from kcoord.storage.cleaner import LogCleaner
+from kcoord.storage.flush import Flusher
+from kcoord.storage.log import Log, LogConfig
+
+log = structlog.get_logger(__name__)
+
+Periodic = Callable[[Any], Iterable[tuple[str, Operation[Any]]]]  # shard state -> (key, op) to run
+
+
+class Durable:
+    """Records appended together; callbacks run once they are durable or their write failed.
+
+    One per shard batch, shared by every actor that wrote into it: a plain callback list instead
+    of a future per write, so releasing the answers of a flush round costs no event-loop passes.
+    """
+
+    __slots__ = ("callbacks", "done", "error")
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[BaseException | None], None]] = []
+        self.done = False
+        self.error: BaseException | None = None
+
+    def add(self, callback: Callable[[BaseException | None], None]) -> None:
+        if self.done:
+            callback(self.error)
+        else:
+            self.callbacks.append(callback)
+
+    def settle(self, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.error = error
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("releasing coordinator answers failed")
+
+
+class _ShardWriter:
+    """The records a shard's actors wrote since its last append, and when to append them."""
+
+    __slots__ = ("_batch", "_now", "_pending", "flusher", "shard")
+
+    def __init__(self, shard: CoordinatorShard[Any], flusher: Flusher, now: Callable[[], int]) -> None:
+        self.shard = shard
+        self.flusher = flusher
+        self._now = now
+        self._pending: list[Record] = []
+        self._batch: Durable | None = None
+
+    def write(self, records: list[Record]) -> Durable:
+        """Queue records for the shard's next batch; the Durable settles once they are durable.
+
+        With log.flush.policy=always the batch is appended when the next flush round starts, so it
+        holds everything written while the previous round synced; otherwise at the end of this
+        event-loop pass.
+        """
+        self._pending.extend(records)
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = Durable()
+            if self.flusher.waits_for_disk:
+                self.flusher.before_next_round(self._append_pending)
+            else:
+                asyncio.get_running_loop().call_soon(self._append_pending)
+        return batch
+
+    def _append_pending(self) -> None:
+        records, self._pending = self._pending, []
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        try:
+            self.shard.append(records, self._now())
+            if self.flusher.waits_for_disk:
+                self.flusher.when_durable(self.shard.log, batch.settle)
+                return
+            self.flusher.mark_dirty(self.shard.log)
+        except Exception as e:
+            batch.settle(e)
+            return
+        batch.settle(None)
+
+
+class Actor:
+    """The mailbox of one key; operations run one at a time, in arrival order."""
+
+    __slots__ = (
+        "_last_write",
+        "_scheduled",
+        "_timer",
+        "_timer_at",
+        "key",
+        "mailbox",
+        "runtime",
+        "shard",
+        "writer",
+    )
+
+    def __init__(self, runtime: CoordinatorRuntime[Any], key: str, index: int) -> None:
+        self.runtime = runtime
+        self.key = key
+        self.shard = runtime.shards[index]
+        self.writer = runtime._writers[index]
+        self.mailbox: deque[Operation[Any]] = deque()
+        self._scheduled = False
+        self._last_write: Durable | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+
+    def tell(self, op: Operation[Any]) -> None:
+        self.mailbox.append(op)
+        if not self._scheduled:
+            self._scheduled = True
+            self.runtime.schedule(self)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        runtime = self.runtime
+        shard = self.shard
+        clock = runtime.now
+        while self.mailbox:
+            op = self.mailbox.popleft()
+            now = clock()
+            try:
+                outcome = shard.run(op, now)
+            except Exception as e:
+                log.exception("coordinator operation failed", key=self.key)
+                outcome = Outcome()
+                runtime.fail(e)
+            self._commit(outcome)
+        self._arm_timer()
+        if (
+            self._timer is None
+            and (self._last_write is None or self._last_write.done)
+            and not shard.state.holds(self.key)
+        ):
+            runtime.actors.pop(self.key, None)
+
+    def _commit(self, outcome: Outcome) -> None:
+        if outcome.records:
+            self._last_write = self.writer.write(outcome.records)
+        if not outcome.responses:
+            return
+        pending = self._last_write
+        if pending is None or (pending.done and pending.error is None):
+            for responder, value in outcome.responses:
+                responder(value)
+            return
+        responses = outcome.responses
+        runtime = self.runtime
+
+        def release(exc: BaseException | None) -> None:
+            for responder, value in responses:
+                responder(KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) if exc else value)
+            if exc is not None:
+                runtime.fail(exc)
+
+        pending.add(release)
+
+    def _arm_timer(self) -> None:
+        deadline = self.shard.state.next_deadline(self.key)
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            delay = max(0.0, (deadline - self.runtime.now()) / 1000)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        key = self.key
+        self.tell(lambda state, now: state.on_timer(key, now))
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class CoordinatorRuntime(Generic[S]):
+    """The shards of one coordinator topic and the actors of their keys."""
+
+    def __init__(
+        self,
+        topic: str,
+        partitions: int,
+        data_dir: Path,
+        log_config: LogConfig,
+        registry: RecordRegistry,
+        new_state: Callable[[int], S],
+        flusher: Flusher,
+        now: Callable[[], int],
+        cleaner: LogCleaner | None = None,
+    ) -> None:
+        self.topic = topic
+        self.num_partitions = partitions
+        self.data_dir = data_dir
+        self.log_config = log_config
+        self.registry = registry
+        self._new_state = new_state
+        self.flusher = flusher
+        self.now = now
+        self.cleaner = cleaner
+        self.shards: list[CoordinatorShard[S]] = []
+        self._writers: list[_ShardWriter] = []
+        self.load_seconds: list[float] = []  # per shard, how long its start-up replay took
+        self.actors: dict[str, Actor] = {}
+        self._ready: deque[Actor] = deque()  # actors with operations, in the order they got them
+        self._run_scheduled = False
+        # Run after each pass over the ready actors, on the same pass (the server writes the
+        # answers they completed at once instead of a loop pass later).
+        self.after_run: list[Callable[[], None]] = []
+        self._periodic: list[tuple[str, float, Periodic]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.failed: BaseException | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+
+    # --- lookup ------------------------------------------------------------------------------
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def shard_for(self, key: str) -> CoordinatorShard[S]:
+        return self.shards[partition_for(key, self.num_partitions)]
+
+    def state_for(self, key: str) -> S:
+        """The state of ``key``'s shard, to read outside an operation (never to change)."""
+        return self.shards[partition_for(key, self.num_partitions)].state
+
+    def states(self) -> list[S]:
+        return [shard.state for shard in self.shards]
+
+    @property
+    def logs(self) -> list[Log]:
+        return [shard.log for shard in self.shards]
+
+    # --- operations ---------------------------------------------------------------------------
+    def tell(self, key: str, op: Operation[S]) -> None:
+        """Run ``op`` in ``key``'s actor, after every operation already queued for the key."""
+        actor = self.actors.get(key)
+        if actor is None:
+            actor = self.actors[key] = Actor(self, key, partition_for(key, self.num_partitions))
+        actor.tell(op)
+
+    def schedule(self, actor: Actor) -> None:
+        """Drain ``actor`` in the next pass of the event loop (one callback for all actors)."""
+        self._ready.append(actor)
+        if not self._run_scheduled:
+            self._run_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_ready)
+
+    def _run_ready(self) -> None:
+        self._run_scheduled = False
+        ready = self._ready
+        # Actors scheduled while these run wait for the next pass, as with a call_soon each.
+        for _ in range(len(ready)):
+            try:
+                ready.popleft()._drain()
+            except Exception:  # one actor's bug must not stall the actors queued behind it
+                log.exception("coordinator actor failed")
+        for hook in self.after_run:
+            try:
+                hook()
+            except Exception:
+                log.exception("after-run hook failed")
+
+    def every(self, name: str, interval_ms: int, ops: Periodic) -> None:
+        """From ``start`` on, every ``interval_ms`` tell each shard's ``ops(state)``."""
+        self._periodic.append((name, interval_ms / 1000, ops))
+
+    def run_periodic(self, ops: Periodic) -> None:
+        for shard in self.shards:
+            for key, op in list(ops(shard.state)):
+                self.tell(key, op)
+
+    def fail(self, exc: BaseException) -> None:
+        """A coordinator write failed: memory is ahead of the log, so stop serving (fail-stop)."""
+        if self.failed is None:
+            self.failed = exc
+            log.critical("coordinator write failed; shutting down", topic=self.topic, error=repr(exc))
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    # --- start and stop -----------------------------------------------------------------------
+    def open(self, unclean: bool) -> None:
+        """Open every partition's log and replay it (the partition count of an existing topic wins)."""
+        self.num_partitions = self._existing_partition_count() or self.num_partitions
+        started = time.monotonic()
+        total = 0
+        now = self.now()
+        for i in range(self.num_partitions):
+            lg = Log.open(self.data_dir / f"{self.topic}-{i}", self.log_config, self.flusher, unclean=unclean)
+            shard = CoordinatorShard(i, lg, self._new_state(i), self.registry)
+            loading = time.monotonic()
+            before = total
+
+            def progress(records: int, name: str = lg.directory.name, before: int = before) -> None:
+                log.info("replaying coordinator log", partition=name, records=before + records)
+
+            total += shard.load(now, progress)
+            self.load_seconds.append(time.monotonic() - loading)
+            self.shards.append(shard)
+            self._writers.append(_ShardWriter(shard, self.flusher, self.now))
+            if self.cleaner is not None:
+                self.cleaner.register(lg)
+        log.info(
+            "loaded coordinator partitions",
+            topic=self.topic,
+            partitions=self.num_partitions,
+            records=total,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _existing_partition_count(self) -> int | None:
+        """The partition count of the topic already on disk, if any.
+
+        As in Kafka, the configured count applies when the topic is created: keys map to
+        partitions by that count, so reading an existing topic with another count would look for
+        every key in the wrong partition.
+        """
+        prefix = self.topic + "-"
+        found = [
+            int(suffix)
+            for d in self.data_dir.glob(f"{self.topic}-*")
+            if d.is_dir() and (suffix := d.name[len(prefix) :]).isdigit()
+        ]
+        if not found:
+            return None
+        count = max(found) + 1
+        if count != self.num_partitions:
+            log.info(
+                "coordinator topic exists; keeping its partition count",
+                topic=self.topic,
+                partitions=count,
+                configured=self.num_partitions,
+            )
+        return count
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for name, interval, ops in self._periodic:
+            self._tasks.append(loop.create_task(self._every(interval, ops), name=name))
+        if self.cleaner is not None:
+            self._tasks.append(loop.create_task(self.cleaner.run(), name=f"{self.topic}-log-cleaner"))
+        # What the logs loaded may have deadlines (members on fresh session timers): arm them.
+        for shard in self.shards:
+            state = shard.state
+            for key in list(state.keys()):
+                if state.next_deadline(key) is not None:
+                    actor = self.actors.get(key)
+                    if actor is None:
+                        actor = self.actors[key] = Actor(self, key, shard.index)
+                    actor._arm_timer()
+
+    async def _every(self, interval: float, ops: Periodic) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.run_periodic(ops)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for actor in self.actors.values():
+            actor.cancel_timer()
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.log.close()

@@ -1,0 +1,93 @@
+"""The coordinators this broker runs, each on its own coordinator runtime.
+
+The group coordinator: classic and share groups in the partitions of ``__consumer_offsets``,
+their records registered with one registry, their state in one GroupStore per partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kcoord.classic.group import GroupConfig
+from kcoord.classic.offsets import expiration
+from kcoord.classic.records import CLASSIC_RECORDS
+from kcoord.classic.store import ClassicGroups
+from kcoord.clock import Clock
+from kcoord.config import BrokerConfig
+from kcoord.groups import OFFSETS_TOPIC
+from kcoord.groups.records import GROUP_RECORDS
+from kcoord.groups.store import GroupStore
+from kcoord.runtime.records import RecordRegistry
+from kcoord.runtime.runtime import CoordinatorRuntime
+from kcoord.share.config import share_partition_config
+from kcoord.share.records import SHARE_RECORDS
+from kcoord.share.store import ShareGroups
+from kcoord.share.topics import TopicLookup
+from kcoord.storage.cleaner import LogCleaner
+from kcoord.storage.flush import Flusher
+from kcoord.storage.log import LogConfig
+
+
+def group_records() -> RecordRegistry:
+    return RecordRegistry([CLASSIC_RECORDS, SHARE_RECORDS, GROUP_RECORDS])
+
+
+def classic_group_config(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        max_size=config.group_max_size,
+    )
+
+
+def group_store(
+    config: BrokerConfig, topics: TopicLookup, records_available: Callable[[str], None]
+) -> GroupStore:
+    """The groups of one ``__consumer_offsets`` partition, every group type plugged in."""
+    classic = classic_group_config(config)
+    return GroupStore(
+        [
+            lambda ns: ClassicGroups(ns, classic),
+            lambda ns: ShareGroups(
+                ns, lambda configs: share_partition_config(configs, config), topics, records_available
+            ),
+        ]
+    )
+
+
+def group_runtime(
+    config: BrokerConfig,
+    flusher: Flusher,
+    clock: Clock,
+    topics: TopicLookup,
+    records_available: Callable[[str], None],
+) -> CoordinatorRuntime[GroupStore]:
+    runtime = CoordinatorRuntime(
+        OFFSETS_TOPIC,
+        config.offsets_topic_num_partitions,
+        config.data_dir,
+        LogConfig(
+            segment_bytes=config.offsets_topic_segment_bytes,
+            roll_ms=7 * 24 * 3_600_000,
+            retention_ms=-1,
+            retention_bytes=-1,
+            index_interval_bytes=config.log_index_interval_bytes,
+        ),
+        group_records(),
+        lambda _partition: group_store(config, topics, records_available),
+        flusher,
+        clock.now_ms,
+        LogCleaner(
+            clock,
+            config.log_cleaner_delete_retention_ms,
+            config.log_cleaner_backoff_ms,
+            config.log_cleaner_min_cleanable_ratio,
+        ),
+    )
+    runtime.every(
+        "kcoord-offsets-expiration",
+        config.offsets_retention_check_interval_ms,
+        expiration(config.offsets_retention_minutes * 60_000),
+    )
+    return runtime

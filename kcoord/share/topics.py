@@ -1,0 +1,63 @@
+"""What share groups read of the data plane: topics by name or id, and their partitions' logs.
+
+Share groups assign topic partitions and deliver records straight from the partitions' logs, as
+Kafka's share-partition leader does. The data plane's Topic and Partition provide this; share
+groups know them only through these protocols, which the broker passes in.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from kcoord.storage.log import Log
+
+# topic name -> (topic id, partition count), or None if no such (non-internal) topic exists
+TopicLookup = Callable[[str], tuple[uuid.UUID, int] | None]
+
+
+class SharedPartition(Protocol):
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+
+class SharedTopic(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+
+    @property
+    def internal(self) -> bool: ...
+
+    @property
+    def partitions(self) -> Sequence[SharedPartition]: ...
+
+
+class Topics(Protocol):
+    def get(self, name: str) -> SharedTopic | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> SharedTopic | None: ...
+
+
+def topic_lookup(topics: Topics) -> TopicLookup:
+    """Subscribed topic names as share group assignment sees them: existing, non-internal topics."""
+
+    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
+        topic = topics.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.partitions)
+
+    return lookup
