@@ -7,7 +7,7 @@ group without protocol type: a standalone consumer's) and goes with its tombston
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
@@ -30,12 +30,15 @@ GROUP_TYPE = "classic"
 
 class ClassicGroups:
     group_type = GROUP_TYPE
-    record_classes = (OffsetCommitKey, GroupMetadataKey)
 
     def __init__(self, namespace: GroupNamespace, config: GroupConfig) -> None:
         self.namespace = namespace
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
+        self.replayers: Mapping[type, Callable[[Any, Any, int], None]] = {
+            OffsetCommitKey: self._replay_offset,
+            GroupMetadataKey: self._replay_group,
+        }
 
     def get(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
@@ -53,10 +56,9 @@ class ClassicGroups:
 
     # --- records ----------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any, now: int) -> None:
-        if type(key) is OffsetCommitKey:  # the common case, checked first
-            self._replay_offset(key, value, now)
-            return
-        assert isinstance(key, GroupMetadataKey)
+        self.replayers[type(key)](key, value, now)
+
+    def _replay_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None, now: int) -> None:
         if value is None:
             group = self.groups.pop(key.group, None)
             if group is not None and not group.is_in(GroupState.DEAD):

@@ -1,5 +1,5 @@
 """The groups of one coordinator partition, of every type, and the one ``replay`` their records
-go through at start-up and live (DESIGN principle 1).
+go through at start-up and live (docs/architecture.md, principle 1).
 
 Group ids form one namespace across group types, as in Kafka: an id held by a classic group is
 "not a share group" and the other way round. Each group type (classic/, share/) is a
@@ -43,11 +43,9 @@ class GroupKind(Protocol):
         ...
 
     @property
-    def record_classes(self) -> tuple[type, ...]:
-        """Key classes of the records this kind replays."""
+    def replayers(self) -> Mapping[type, Callable[[Any, Any, int], None]]:
+        """Key class -> how a record with such a key is applied: ``(key, value, now)``."""
         ...
-
-    def replay(self, key: Any, value: Any, now: int) -> None: ...
 
     def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]: ...
 
@@ -82,10 +80,10 @@ class GroupStore:
         for make in kinds:
             kind = make(self)
             self._kinds[type(kind)] = kind
-            for cls in kind.record_classes:
+            for cls, replay in kind.replayers.items():
                 if cls in self._replay:
                     raise ValueError(f"records keyed by {cls.__name__} are replayed twice")
-                self._replay[cls] = kind.replay
+                self._replay[cls] = replay
         self._all = tuple(self._kinds.values())
 
     def kind(self, cls: type[KindT]) -> KindT:

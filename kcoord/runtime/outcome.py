@@ -3,7 +3,7 @@
 An operation is a plain function of the shard's state and the current time. Its records are
 applied to the state (the same ``replay`` start-up uses) before the next operation runs, and
 its answers are released only once those records, and every record its key wrote before them,
-are durable (DESIGN principle 1: durable-then-respond).
+are durable (docs/architecture.md, principle 1: durable-then-respond).
 """
 
 from __future__ import annotations

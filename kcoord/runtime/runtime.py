@@ -2,7 +2,7 @@
 
 Keys (group ids, transactional ids) map to the partitions of a coordinator topic as in Kafka
 (partitioning.py); each partition is a sans-io shard (shard.py). Every key has an actor: a mailbox
-drained in arrival order, one operation at a time, by the event loop (DESIGN principle 2), so
+drained in arrival order, one operation at a time, by the event loop (docs/architecture.md, principle 2), so
 state machines need no locks. An operation's records are applied at once (``shard.run``) and
 queued for the shard's next batch; its answers are released once everything its key appended up
 to then is durable. All records written to a shard while the flusher syncs the previous round

@@ -41,7 +41,6 @@ _STATE_KEYS = frozenset((ShareCheckpointKey, ShareDeltaKey))
 
 class ShareGroups:
     group_type = GROUP_TYPE
-    record_classes = (ShareGroupKey, ShareCheckpointKey, ShareDeltaKey)
 
     def __init__(
         self,
@@ -60,6 +59,11 @@ class ShareGroups:
         self.groups: dict[str, ShareGroup] = {}
         # Log offset of the last state record of each share-partition (BackOffset of the next delta).
         self._last_offset: dict[_ChainKey, int] = {}
+        self.replayers: Mapping[type, Callable[[Any, Any, int], None]] = {
+            ShareGroupKey: self._replay_group,
+            ShareCheckpointKey: self._replay_partition,
+            ShareDeltaKey: self._replay_partition,
+        }
 
     def get(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)
@@ -81,12 +85,9 @@ class ShareGroups:
 
     # --- records ----------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any, now: int) -> None:
-        if type(key) is ShareGroupKey:
-            self._replay_group(key, value)
-        else:
-            self._replay_partition(key, value)
+        self.replayers[type(key)](key, value, now)
 
-    def _replay_group(self, key: ShareGroupKey, value: ShareGroupValue | None) -> None:
+    def _replay_group(self, key: ShareGroupKey, value: ShareGroupValue | None, now: int) -> None:
         if value is None:
             share = self.groups.pop(key.group, None)
             if share is not None:
@@ -97,7 +98,7 @@ class ShareGroups:
         if value.group_epoch > share.group_epoch:  # replay; live writes are already there
             share.group_epoch = share.assignment_epoch = value.group_epoch
 
-    def _replay_partition(self, key: ShareCheckpointKey | ShareDeltaKey, value: Any) -> None:
+    def _replay_partition(self, key: ShareCheckpointKey | ShareDeltaKey, value: Any, now: int) -> None:
         share = self.groups.get(key.group_id)
         if share is None:
             if value is None:
@@ -181,7 +182,8 @@ class _StateLoader:
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         k, v = decode_share_record(key, value)
-        self._groups._last_offset[(k.group_id, k.topic_id, k.partition)] = offset
+        if v is not None:  # tombstones of superseded deltas are not in the chain (as in ``link``)
+            self._groups._last_offset[(k.group_id, k.topic_id, k.partition)] = offset
         self._groups.replay(k, v, self._now)
 
     def finish(self) -> None:

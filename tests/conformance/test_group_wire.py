@@ -405,7 +405,7 @@ def test_empty_group_id(gbroker: BrokerProcess, topic: str) -> None:
         assert fetch_offsets(c, 2, "", [(topic, [0])])[1] == {(topic, 0): (5, "", 0)}
 
         # "" can be described (its offsets are real); DeleteGroups refuses it as the group
-        # management APIs do (DESIGN.md's KIP-289 rule), and its offsets stay.
+        # management APIs do (the KIP-289 rule in kcoord/apis/groups.py), and its offsets stay.
         d = c.request(ApiKey.DescribeGroups, 6, groups=[""], include_authorized_operations=False)
         assert (d.groups[0].error_code, d.groups[0].group_state) == (0, "Empty")
         dg = c.request(ApiKey.DeleteGroups, 2, groups_names=[""])

@@ -682,7 +682,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 continue
             if isinstance(value, R.ShareDeltaValue):  # the seed's chain: back to the previous record
                 assert value.back_offset == self.last_state_offset, (offset, value)
-            self.last_state_offset = offset
+            if value is not None:  # tombstones of superseded deltas are not state records
+                self.last_state_offset = offset
 
     def replayed(self) -> SharePartition:
         """The share-partition as a broker restarted now would load it from the log."""
