@@ -2,7 +2,8 @@
 
 Layers point down (cli > server > apis > {dataplane, classic, share} > groups > base modules >
 runtime > storage > protocol), coordinator kinds never import one another, the PySpark data
-source uses none of the broker, and no package's modules import one another in a cycle.
+source uses none of the broker, and no package's modules import one another in a cycle; and
+the strict types of the packages [tool.mypy] lists.
 """
 
 from __future__ import annotations
@@ -48,3 +49,12 @@ def test_a_forbidden_import_breaks_a_contract(
     monkeypatch.setattr(grimp, "build_graph", with_the_import)
     allowed = importer == "kcoord.spark.client"
     assert lint_imports(config_filename=PYPROJECT, no_cache=True) == (0 if allowed else 1)
+
+
+def test_strict_types_hold() -> None:
+    """mypy --strict over the packages [tool.mypy] lists (the runtime, the coordinators, storage
+    and the data plane)."""
+    from mypy import api
+
+    stdout, stderr, status = api.run(["--config-file", PYPROJECT, "--no-incremental"])
+    assert status == 0, stdout + stderr

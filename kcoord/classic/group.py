@@ -25,7 +25,6 @@ from kcoord.classic.member import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     JoinResult,
     Member,
-    Responder,
     SyncResult,
 )
 from kcoord.classic.records import (
@@ -34,7 +33,7 @@ from kcoord.classic.records import (
     OffsetCommitValue,
 )
 from kcoord.protocol.errors import ErrorCode
-from kcoord.runtime.outcome import Outcome, Record
+from kcoord.runtime.outcome import Outcome, Record, Responder
 
 
 class GroupState(Enum):
@@ -518,7 +517,7 @@ class ClassicGroup:
     def leave(self, members: list[tuple[str, str | None]], now: int) -> tuple[Outcome, list[int]]:
         """Remove members (member id, group.instance.id); per-member error codes."""
         out = Outcome()
-        errors = []
+        errors: list[int] = []
         removed = False
         for member_id, instance_id in members:
             if self.is_in(GroupState.DEAD):

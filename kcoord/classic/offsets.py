@@ -81,13 +81,14 @@ def delete_offsets(
     out = Outcome()
     if group.is_in(GroupState.DEAD):
         return ErrorCode.GROUP_ID_NOT_FOUND, out, []
-    subscribed: set[str] | None = set()
+    subscribed: set[str] = set()
     if not group.is_in(GroupState.EMPTY) and group.members:
         if group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, out, []
-        subscribed = group.subscribed_topics()
-        if subscribed is None:
+        found = group.subscribed_topics()
+        if found is None:
             return ErrorCode.NON_EMPTY_GROUP, out, []
+        subscribed = found
     results = []
     for topic, parts in topics:
         errs = []
@@ -176,8 +177,11 @@ def expiration(retention_ms: int) -> Callable[[GroupStore], Iterator[tuple[str, 
         group = store.kind(ClassicGroups).get(group_id)
         return expire(group, now, retention_ms) if group is not None else Outcome()
 
+    def op_for(group_id: str) -> Operation[GroupStore]:
+        return lambda store, now: expire_group(store, now, group_id)
+
     def ops(store: GroupStore) -> Iterator[tuple[str, Operation[GroupStore]]]:
         for group_id in list(store.kind(ClassicGroups).groups):
-            yield group_id, lambda s, now, gid=group_id: expire_group(s, now, gid)
+            yield group_id, op_for(group_id)
 
     return ops

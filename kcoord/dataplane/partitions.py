@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -171,12 +172,13 @@ class PartitionManager:
     def _topics_file(self) -> Path:
         return self.data_dir / "topics.json"
 
-    def _read_topics_file(self) -> dict[str, dict]:
+    def _read_topics_file(self) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(self._topics_file().read_text())
         except FileNotFoundError:
             return {}
-        return data["topics"]
+        topics: dict[str, dict[str, Any]] = data["topics"]
+        return topics
 
     def _write_topics_file(self) -> None:
         data = {

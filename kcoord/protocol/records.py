@@ -18,7 +18,7 @@ Layout of the 61-byte header::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c as _crc32c
@@ -213,7 +213,7 @@ _SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(4096))
 
 
 def build_batch(
-    entries: list[tuple[bytes | None, bytes | None]],
+    entries: Sequence[tuple[bytes | None, bytes | None]],
     timestamp: int,
     base_offset: int = 0,
 ) -> bytearray:
@@ -271,7 +271,7 @@ def build_batch(
     return batch
 
 
-def build_batch_at(entries: list[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:
+def build_batch_at(entries: Sequence[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:
     """An uncompressed v2 batch of (offset, timestamp, key, value) records whose offsets increase
     but may have gaps (the cleaner's output keeps every record's offset and timestamp)."""
     base_offset, base_ts = entries[0][0], min(e[1] for e in entries)

@@ -45,7 +45,7 @@ class PartitionResult:
     error: int = 0
     error_message: str | None = None
     ack_error: int | None = None  # None: no acknowledgements for this partition
-    records: bytes = b""
+    records: bytes | memoryview = b""
     acquired: list[AcquiredRange] = field(default_factory=list)
 
     def has_news(self) -> bool:
@@ -97,11 +97,7 @@ class ShareCoordinator:
         share = tags(protocol="share")
         m.gauge("group-count", share, lambda: len(self.all_groups()))
         for state in ("Empty", "Stable", "Dead"):
-            m.gauge(
-                "group-count",
-                tags(protocol="share", state=state.lower()),
-                lambda s=state: sum(1 for g in self.all_groups() if g.state == s),
-            )
+            m.gauge("group-count", tags(protocol="share", state=state.lower()), self._count_in(state))
         m.gauge("num-partitions", share, lambda: sum(len(g.partitions) for g in self.all_groups()))
         self.rebalances = m.meter("rebalance", share)
         self.ack_meters = {
@@ -115,6 +111,9 @@ class ShareCoordinator:
         for store, seconds in zip(self.groups.states(), self.groups.load_seconds, strict=True):
             if store.kind(ShareGroups).groups:
                 self.load_time.record(seconds * 1000)
+
+    def _count_in(self, state: str) -> Callable[[], int]:
+        return lambda: sum(1 for g in self.all_groups() if g.state == state)
 
     # --- long polls ------------------------------------------------------------------------
     def wake(self, group_id: str) -> None:
@@ -279,11 +278,11 @@ class _LogBatches:
         self._limit = limit
         self._left = max_bytes
         self._chunk = FIRST_READ_BYTES
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | memoryview] = []
         self._size = 0
         self.headers: list[batches.BatchHeader] = []
 
-    def data(self) -> bytes:
+    def data(self) -> bytes | memoryview:
         return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
 
     def _read_more(self) -> list[batches.BatchHeader]:

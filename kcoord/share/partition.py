@@ -322,7 +322,9 @@ class SharePartition(DurableShareState):
             self.acknowledgements[t.name.lower()] += n
         return AckResult(ErrorCode.NONE, self._commit(), dict(counts))
 
-    def _ack_range(self, first: int, last: int, t: AckType, lock_deadline: int, counts: Counter) -> None:
+    def _ack_range(
+        self, first: int, last: int, t: AckType, lock_deadline: int, counts: Counter[AckType]
+    ) -> None:
         limit = self.config.delivery_count_limit
 
         def change(r: Run) -> tuple[RecordState, int, str | None, int | None]:

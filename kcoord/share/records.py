@@ -192,7 +192,8 @@ def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
 def record_type(key: bytes) -> int:
     if len(key) < 2:
         raise ShareRecordFormatError("record ends early")
-    return _H.unpack_from(key, 0)[0]
+    kind: int = _H.unpack_from(key, 0)[0]
+    return kind
 
 
 def _need(buf: bytes, pos: int, n: int) -> None:

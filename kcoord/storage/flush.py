@@ -29,7 +29,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,7 +61,7 @@ class Log(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
-    def take_unsynced_segments(self) -> list[Segment]: ...
+    def take_unsynced_segments(self) -> Sequence[Segment]: ...
 
     def mark_flushed(self, end_offset: int) -> None: ...
 
@@ -187,7 +187,7 @@ class Flusher:
         callbacks, self._callbacks = self._callbacks, []
         own_error: BaseException | None = None
         if dirty:
-            segments = []
+            segments: list[Segment] = []
             for target in dirty:
                 segments.extend(target.take_unsynced_segments())
             for seg in segments:

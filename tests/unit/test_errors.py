@@ -61,3 +61,22 @@ def test_every_error_code_named_in_the_source_exists() -> None:
 def test_kafka_error_message_defaults_to_the_name() -> None:
     e = KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
     assert (e.code, str(e), e.message) == (17, "INVALID_TOPIC_EXCEPTION", None)
+
+
+def test_the_type_stub_lists_every_code() -> None:
+    """errors.pyi (what mypy sees of the enum built at import time) names exactly its members."""
+    import ast
+    from pathlib import Path
+
+    import kcoord.protocol.errors as errors
+
+    stub = ast.parse(Path(errors.__file__).with_suffix(".pyi").read_text())
+    (enum,) = [n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == "ErrorCode"]
+    listed = {
+        t.id: ast.literal_eval(a.value)
+        for a in enum.body
+        if isinstance(a, ast.Assign)
+        for t in a.targets
+        if isinstance(t, ast.Name)
+    }
+    assert listed == {name: int(code) for name, code in errors.ErrorCode.__members__.items()}
