@@ -7,7 +7,7 @@ group without protocol type: a standalone consumer's) and goes with its tombston
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
@@ -20,7 +20,7 @@ from kcoord.classic.records import (
     OffsetCommitValue,
     decode_record,
 )
-from kcoord.groups.store import GroupNamespace
+from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -28,20 +28,17 @@ from kcoord.runtime.shard import Loader
 GROUP_TYPE = "classic"
 
 
-class ClassicGroups:
+class ClassicGroups(GroupsById[ClassicGroup]):
     group_type = GROUP_TYPE
 
     def __init__(self, namespace: GroupNamespace, config: GroupConfig) -> None:
         self.namespace = namespace
         self.config = config
-        self.groups: dict[str, ClassicGroup] = {}
+        super().__init__()
         self.replayers: Mapping[type, Callable[[Any, Any, int], None]] = {
             OffsetCommitKey: self._replay_offset,
             GroupMetadataKey: self._replay_group,
         }
-
-    def get(self, group_id: str) -> ClassicGroup | None:
-        return self.groups.get(group_id)
 
     def get_or_create(self, group_id: str, now: int) -> ClassicGroup | None:
         """The group, created if no group of any type has the id; None if another type has it."""
@@ -100,17 +97,7 @@ class ClassicGroups:
     def configs_changed(self, group_id: str, configs: dict[str, str]) -> None:
         pass  # classic groups have no group configs
 
-    # --- keys and timers ------------------------------------------------------------------------
-    def holds(self, group_id: str) -> bool:
-        return group_id in self.groups
-
-    def group_ids(self) -> Iterable[str]:
-        return self.groups.keys()
-
-    def next_deadline(self, group_id: str) -> int | None:
-        group = self.groups.get(group_id)
-        return group.next_deadline() if group is not None else None
-
+    # --- timers ---------------------------------------------------------------------------------
     def on_timer(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)
         return group.on_timer(now) if group is not None else Outcome()

@@ -12,7 +12,7 @@ is what the coordinator runtime holds per shard (``CoordinatorState``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from kcoord.groups.records import GroupConfigKey, GroupConfigValue
 from kcoord.runtime.outcome import Outcome, Record
@@ -66,6 +66,33 @@ class GroupKind(Protocol):
     def snapshot(self) -> dict[str, Any]:
         """What survives a restart, comparable with ==, for the replay property tests."""
         ...
+
+
+class Timed(Protocol):
+    def next_deadline(self) -> int | None: ...
+
+
+G = TypeVar("G", bound=Timed)
+
+
+class GroupsById(Generic[G]):
+    """The groups of one kind by id: the keys and deadlines part of a GroupKind."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, G] = {}
+
+    def get(self, group_id: str) -> G | None:
+        return self.groups.get(group_id)
+
+    def holds(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def group_ids(self) -> Iterable[str]:
+        return self.groups.keys()
+
+    def next_deadline(self, group_id: str) -> int | None:
+        group = self.groups.get(group_id)
+        return group.next_deadline() if group is not None else None
 
 
 KindT = TypeVar("KindT", bound=GroupKind)

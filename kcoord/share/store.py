@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from kcoord.groups.store import GroupNamespace
+from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -39,7 +39,7 @@ _ChainKey = tuple[str, uuid.UUID, int]
 _STATE_KEYS = frozenset((ShareCheckpointKey, ShareDeltaKey))
 
 
-class ShareGroups:
+class ShareGroups(GroupsById[ShareGroup]):
     group_type = GROUP_TYPE
 
     def __init__(
@@ -56,7 +56,7 @@ class ShareGroups:
         self._partition_config = partition_config
         self.topics = topics
         self.records_available = records_available
-        self.groups: dict[str, ShareGroup] = {}
+        super().__init__()
         # Log offset of the last state record of each share-partition (BackOffset of the next delta).
         self._last_offset: dict[_ChainKey, int] = {}
         self.replayers: Mapping[type, Callable[[Any, Any, int], None]] = {
@@ -64,9 +64,6 @@ class ShareGroups:
             ShareCheckpointKey: self._replay_partition,
             ShareDeltaKey: self._replay_partition,
         }
-
-    def get(self, group_id: str) -> ShareGroup | None:
-        return self.groups.get(group_id)
 
     def get_or_create(self, group_id: str) -> ShareGroup | None:
         """The group, created if no group of any type has the id; None if another type has it."""
@@ -148,17 +145,7 @@ class ShareGroups:
             for sp in share.partitions.values():
                 sp.config = part_config
 
-    # --- keys and timers ------------------------------------------------------------------------
-    def holds(self, group_id: str) -> bool:
-        return group_id in self.groups
-
-    def group_ids(self) -> Iterable[str]:
-        return self.groups.keys()
-
-    def next_deadline(self, group_id: str) -> int | None:
-        group = self.groups.get(group_id)
-        return group.next_deadline() if group is not None else None
-
+    # --- timers ---------------------------------------------------------------------------------
     def on_timer(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)
         if group is None:
