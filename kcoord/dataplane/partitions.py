@@ -339,7 +339,10 @@ class PartitionManager:
         for p in self.all_partitions():
             if p.topic.internal:
                 continue
-            deleted += p.log.enforce_retention(now)
+            # As in Kafka, time and size retention delete only under cleanup.policy=delete: a topic
+            # an earlier kcoord accepted as compact keeps everything (it is not compacted either).
+            if "delete" in effective("cleanup.policy", p.topic.configs, self.config).split(","):
+                deleted += p.log.enforce_retention(now)
             p.producers.expire(now, self.config.producer_id_expiration_ms)
         return deleted
 

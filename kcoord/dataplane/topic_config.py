@@ -61,7 +61,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_LIST,
             "delete",
             True,
-            "delete or compact.",
+            "delete (compact is refused until kcoord compacts data topics).",
             "log.cleanup.policy",
             ("delete", "compact", "delete,compact", "compact,delete"),
         ),
@@ -205,6 +205,13 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
         if value is None:
             continue
         _check_type(d, value)
+        if name == "cleanup.policy" and "compact" in value.split(","):
+            # Accepting it would be a silent loss: the topic would not be compacted, and retention
+            # would delete records its users expect to keep (Kafka Connect, changelogs).
+            raise InvalidTopicConfig(
+                f"Invalid value {value} for configuration cleanup.policy: kcoord does not compact "
+                "data topics yet; only delete is supported"
+            )
         if not d.honoured and value != d.default(broker):
             raise InvalidTopicConfig(
                 f"kcoord does not implement {name}; only its default {d.default(broker)!r} is accepted"

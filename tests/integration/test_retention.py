@@ -39,3 +39,28 @@ def test_expired_records_are_deleted_and_the_log_start_moves(broker_factory) -> 
     broker.restart()
     with broker.connect() as c:
         assert (c.list_offsets("old", 0, -2).offset, c.list_offsets("old", 0, -1).offset) == (5, 6)
+
+
+def test_a_topic_stored_as_compact_is_never_retention_deleted(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """An earlier kcoord accepted cleanup.policy=compact without compacting; retention must not
+    delete such a topic's records (Kafka deletes by time or size only under cleanup.policy=delete)."""
+    import json
+
+    broker: BrokerProcess = broker_factory(["--log-retention-check-interval-ms", "100"])
+    now = int(time.time() * 1000)
+    with broker.connect() as c:
+        c.create_topic("kept", configs={"retention.ms": "60000"})
+        c.create_topic("dropped", configs={"retention.ms": "60000"})
+    broker.stop()
+    topics_file = broker.data_dir / "topics.json"
+    stored = json.loads(topics_file.read_text())
+    stored["topics"]["kept"]["configs"]["cleanup.policy"] = "compact"
+    topics_file.write_text(json.dumps(stored))
+    broker.start()
+    with broker.connect() as c:
+        old = [(b"k", b"v", now - 3_600_000 + i) for i in range(5)]
+        assert c.produce("kept", 0, build_batch(old)).base_offset == 0
+        assert c.produce("dropped", 0, build_batch(old)).base_offset == 0
+        assert wait_until(lambda: c.list_offsets("dropped", 0, -2).offset == 5), "retention never ran"
+        assert c.list_offsets("kept", 0, -2).offset == 0
+        assert c.fetch("kept", 0, 0).error_code == 0
