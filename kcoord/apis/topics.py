@@ -164,6 +164,7 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
             )
             continue
         pm.delete_topic(topic)
+        services.share.topic_deleted(topic.topic_id)
         results.append(_DResult(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return _DResp(throttle_time_ms=0, responses=results)
 

@@ -109,6 +109,7 @@ class Broker:
                 gc.enable()
         self.flusher.start()
         self.groups.start()
+        self.share.forget_deleted_topics()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
         log.info(

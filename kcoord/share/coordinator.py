@@ -142,6 +142,35 @@ class ShareCoordinator:
 
         self.groups.tell(group_id, op)
 
+    # --- topics going away -----------------------------------------------------------------
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """Delete, durably, every share-partition of a deleted topic (tombstones for its state
+        records), as Kafka deletes share-partition state with the topic."""
+        for store in self.groups.states():
+            for group in list(store.kind(ShareGroups).groups.values()):
+                if any(tid == topic_id for tid, _ in group.partitions):
+                    self._forget_topic(group.group_id, {topic_id})
+
+    def forget_deleted_topics(self) -> None:
+        """At start-up: share-partitions whose topic is gone (deleted before their tombstones were
+        written) are deleted now."""
+        for store in self.groups.states():
+            for group in list(store.kind(ShareGroups).groups.values()):
+                gone = {tid for tid, _ in group.partitions if self.topics.get_by_id(tid) is None}
+                if gone:
+                    self._forget_topic(group.group_id, gone)
+
+    def _forget_topic(self, group_id: str, topic_ids: set[uuid.UUID]) -> None:
+        def op(store: GroupStore, now: int) -> Outcome:
+            out = Outcome()
+            group = store.kind(ShareGroups).get(group_id)
+            if group is not None:
+                for key in [k for k in group.partitions if k[0] in topic_ids]:
+                    out.records.extend(group.partitions.pop(key).delete_records())
+            return out
+
+        self.groups.tell(group_id, op)
+
     # --- configs -------------------------------------------------------------------------------
     def group_config(self, group: ShareGroup, name: str) -> str:
         return effective_group_config(name, group.configs, self.config)
@@ -166,8 +195,14 @@ class ShareCoordinator:
     ) -> None:
         for pkey, ack_batches in acks.items():
             res = results.setdefault(pkey, PartitionResult())
+            # As Kafka's KafkaApis: a topic id nobody knows (deleted) is UNKNOWN_TOPIC_ID, a
+            # partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION; nothing is applied.
+            topic = self.topics.get_by_id(pkey[0])
+            if topic is None:
+                res.ack_error = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
             sp = group.partitions.get(pkey)
-            if sp is None:
+            if sp is None or topic.internal or not 0 <= pkey[1] < len(topic.partitions):
                 res.ack_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             ack = sp.acknowledge(member_id, ack_batches, now)

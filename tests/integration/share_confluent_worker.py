@@ -4,7 +4,8 @@ native client (e.g. a segfault in close()) fails the test instead of killing pyt
     python -m tests.integration.share_confluent_worker BOOTSTRAP GROUP TOPIC RECORDS MODE [RELEASE_ONCE]
 
 MODE is ``explicit`` (acknowledge every record, RELEASE for values in RELEASE_ONCE=v1,v2 on
-their first delivery, ACCEPT otherwise, then commit_sync after each poll) or ``implicit``.
+their first delivery, ACCEPT otherwise, then commit_sync after each poll), ``implicit``, or
+``delete-topic`` (implicit, and the topic is deleted before the final commit_sync).
 Polls until RECORDS distinct offsets have been accepted, then close(). Prints one JSON line
 per event: {"rec": [partition, offset, delivery count, value]}, {"commit": [partition, offsets, error]} and
 finally {"closed": true}.
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
-            "share.acknowledgement.mode": mode,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
         }
     )
 
@@ -63,8 +64,18 @@ def main(argv: list[str]) -> int:
                 accepted.add((m.partition(), m.offset()))
         if explicit and len(msgs):
             consumer.commit_sync()
+    if mode == "delete-topic":
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its futures resolve
+        for fut in admin.delete_topics([topic]).values():
+            fut.result(timeout=30)
+        emit({"deleted": topic})
     if not explicit:
-        consumer.commit_sync()  # accepts the records of the last poll
+        try:
+            consumer.commit_sync()  # accepts the records of the last poll
+        except Exception as e:  # the acknowledgements of a deleted topic fail
+            emit({"commit_sync": str(e)})
     consumer.close()
     emit({"closed": True})
     return 0

@@ -115,3 +115,27 @@ def test_implicit_acknowledgement(broker: BrokerProcess, unique_topic: str) -> N
     recs = sorted((p, o, dc) for p, o, dc, _ in (e["rec"] for e in events if "rec" in e))
     assert recs == [(p, o, 1) for p in (0, 1) for o in range(per)]
     assert start_offsets(broker, group) == {0: per, 1: per}
+
+
+def test_acknowledging_records_of_a_deleted_topic_fails_and_its_state_goes(
+    broker: BrokerProcess, unique_topic: str
+) -> None:
+    """Consume with implicit acknowledgement, delete the topic, commit: the acknowledgements are
+    answered with UNKNOWN_TOPIC_ID (as Kafka, for a topic id it no longer knows), never with
+    success, and the share-partition state of the topic is deleted durably (a restart agrees)."""
+    group, n = unique_topic + "-g", 20
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 0, n)
+    set_earliest(broker, group)
+
+    events = run_worker(broker, group, unique_topic, n, "delete-topic")
+    assert {"deleted": unique_topic} in events
+    after = events[events.index({"deleted": unique_topic}) :]
+    commits = [e["commit"] for e in after if "commit" in e]
+    failed = [e for e in after if "commit_sync" in e]
+    assert commits or failed, events
+    assert all(c[2] is not None for c in commits), commits  # no acknowledgement was a success
+    assert all("UNKNOWN_TOPIC" in c[2] or "Unknown topic" in c[2] for c in commits), commits
+    assert start_offsets(broker, group) == {}
+    broker.restart()
+    assert start_offsets(broker, group) == {}
