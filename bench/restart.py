@@ -7,7 +7,7 @@ records (default 1 M) to the first successful OffsetFetch answer.
 
 How the log is made (default, ``offline``): the records are written straight into
 ``<dir>/__consumer_offsets-<n>`` with kcoord's own storage classes, exactly as the coordinator
-appends them: ``kcoord.classic.records`` (offset commit key, value v3),
+appends them: ``kcoord.groups.records`` (offset commit key, value v3),
 ``kcoord.protocol.records.build_batch`` (one uncompressed v2 batch per simulated OffsetCommit
 request of --per-batch partitions of one group) and ``kcoord.storage.log.Log`` (segments and
 indexes), each group in the coordinator partition ``partition_for`` gives it. The key space is
@@ -52,9 +52,14 @@ def build_offline(
     data_dir: Path, records: int, groups: int, per_batch: int, seed: int = 1
 ) -> tuple[str, int, int]:
     """Write ``records`` offset commits; return (probe group, probe partition, its last offset)."""
-    from kcoord.classic.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from kcoord.config import BrokerConfig
     from kcoord.groups import OFFSETS_TOPIC
+    from kcoord.groups.records import (
+        OffsetCommitKey,
+        OffsetCommitValue,
+        encode_offset_key,
+        encode_offset_value,
+    )
     from kcoord.protocol.records import build_batch, read_header
     from kcoord.runtime.partitioning import partition_for
     from kcoord.storage.flush import Flusher
@@ -72,7 +77,10 @@ def build_offline(
     logs = [Log.open(data_dir / f"{OFFSETS_TOPIC}-{i}", log_config, flusher) for i in range(nparts)]
     names = [f"{GROUP_PREFIX}{g:05d}" for g in range(groups)]
     shard = [partition_for(name, nparts) for name in names]
-    keys = [[encode_key(OffsetCommitKey(name, TOPIC, p)) for p in range(TOPIC_PARTITIONS)] for name in names]
+    keys = [
+        [encode_offset_key(OffsetCommitKey(name, TOPIC, p)) for p in range(TOPIC_PARTITIONS)]
+        for name in names
+    ]
     rng = random.Random(seed)
     now = int(time.time() * 1000)
     last: dict[tuple[int, int], int] = {}
@@ -85,7 +93,7 @@ def build_offline(
         for i in range(n):
             p = (rr + i) % TOPIC_PARTITIONS
             offset = written + i
-            entries.append((keys[g][p], encode_value(OffsetCommitValue(offset, -1, "", now))))
+            entries.append((keys[g][p], encode_offset_value(OffsetCommitValue(offset, -1, "", now))))
             last[(g, p)] = offset
         rr += n
         data = build_batch(entries, now)

@@ -456,7 +456,7 @@ def _delete_group(store: GroupStore, group_id: str, now: int, respond: Responder
         out = Outcome()
         out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND)
         return out
-    code, out = offset_rules.delete_group(group, now)
+    code, out = offset_rules.delete_group(group, store.offsets, now)
     out.respond(respond, code)
     return out
 

@@ -34,8 +34,8 @@ from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
-from kcoord.classic.group import GroupState
 from kcoord.classic.store import ClassicGroups
+from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
@@ -135,7 +135,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         if error:
             out.respond(respond, error)
             return out
-        out = offset_rules.commit_records(group, commits, now, retention)
+        out.records = commit_records(gid, commits, now, retention)
         out.respond(respond, 0)
         return out
 
@@ -202,10 +202,7 @@ def _fetch_group(
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
-        group = store.kind(ClassicGroups).get(group_id)
-        if group is not None and group.is_in(GroupState.DEAD):
-            group = None
-        out.respond(respond, (0, offset_rules.fetch(group, wanted.topics)))
+        out.respond(respond, (0, store.offsets.fetch(group_id, wanted.topics)))
         return out
 
     services.groups.tell(group_id, op)
@@ -330,8 +327,13 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
             out = Outcome()
             out.respond(respond, (ErrorCode.GROUP_ID_NOT_FOUND, {}))
             return out
-        error, out, per_partition = offset_rules.delete_offsets(group, wanted)
-        out.respond(respond, (error, {(t, p): e for t, errs in per_partition for p, e in errs}))
+        error = offset_rules.validate_offset_delete(group)
+        if error:
+            out = Outcome()
+            out.respond(respond, (error, {}))
+            return out
+        out, per_partition = store.offsets.delete(gid, group, wanted)
+        out.respond(respond, (0, {(t, p): e for t, errs in per_partition for p, e in errs}))
         return out
 
     services.groups.tell(gid, op)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -27,11 +28,8 @@ from kcoord.classic.member import (
     Member,
     SyncResult,
 )
-from kcoord.classic.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitValue,
-)
+from kcoord.classic.records import GroupMetadataKey, GroupMetadataValue
+from kcoord.groups.records import OffsetCommitValue
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome, Record, Responder
 
@@ -79,8 +77,6 @@ class ClassicGroup:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED members -> expiry
         self.pending_sync: set[str] = set()
-        # Offsets: topic -> partition -> value (offsets.py holds the rules).
-        self.offsets: dict[str, dict[int, OffsetCommitValue]] = {}
         # What the log holds for this group (set by apply, shared with replay).
         self.persisted: GroupMetadataValue | None = None
         # Timers.
@@ -138,6 +134,31 @@ class ClassicGroup:
                 return None
             topics |= t
         return topics
+
+    # --- offsets (the rules are in offsets.py and the group layer's offsets.py) ----------------
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """Whether members consume ``topic`` (their offsets of it never expire nor are deleted)."""
+        if self.is_in(GroupState.EMPTY) or not self.members:
+            return False
+        topics = self.subscribed_topics()
+        return topics is not None and topic in topics
+
+    def offset_expiration_base(self) -> Callable[[OffsetCommitValue], int] | None:
+        """KIP-211, as Kafka's ClassicGroup.offsetExpirationCondition: an Empty group with a
+        protocol type expires its offsets once it has been Empty that long (from the commit for
+        records older than current_state_timestamp); a Stable consumer group the offsets of topics
+        no member consumes, from their commit; a standalone group each offset from its commit; a
+        group in any other situation nothing."""
+        if self.is_in(GroupState.DEAD):
+            return None
+        if not self.protocol_type:
+            return _commit_time
+        if self.is_in(GroupState.EMPTY):
+            empty_since = self.state_timestamp
+            return _commit_time if empty_since < 0 else (lambda _v: empty_since)
+        if self.is_in(GroupState.STABLE) and self.subscribed_topics() is not None:
+            return _commit_time
+        return None
 
     # --- persistence -------------------------------------------------------------------
     def to_record_value(self) -> GroupMetadataValue:
@@ -620,3 +641,7 @@ class ClassicGroup:
         self.join_deadline = self.sync_deadline = None
         self.pending_members.clear()
         return out
+
+
+def _commit_time(value: OffsetCommitValue) -> int:
+    return value.commit_timestamp

@@ -1,17 +1,19 @@
-"""Committed offsets of a group: commit validation, fetch, delete, and KIP-211 expiration.
+"""What a classic group decides about offsets: who may commit, OffsetDelete and DeleteGroups
+preconditions, and KIP-211 expiry of the group. The offsets themselves, and the rules that only
+read and write them, are the group layer's (kcoord/groups/offsets.py).
 
-The rules are Kafka's (ClassicGroup.validateOffsetCommit, OffsetMetadataManager):
+The rules are Kafka's (ClassicGroup.validateOffsetCommit / validateOffsetDelete /
+validateDeleteGroup, OffsetMetadataManager):
 - a commit with generation < 0 from a group without live members (Empty, or a group used only
   to store offsets) is accepted as is: the simple/standalone consumer and the admin client;
 - otherwise the member (and static instance) must be known (UNKNOWN_MEMBER_ID /
   FENCED_INSTANCE_ID) and the generation current (ILLEGAL_GENERATION); a group that is
   completing a rebalance answers REBALANCE_IN_PROGRESS;
-- expiration (offsets.retention.minutes), checked every offsets.retention.check.interval.ms:
-  an Empty group with a protocol type expires every offset once it has been Empty that long
-  (current_state_timestamp), then the group itself; a Stable consumer group expires offsets
-  of topics no member subscribes to, from their commit timestamp; a group without protocol
-  type (standalone) expires each offset from its commit timestamp; an explicit
-  expire_timestamp (value v1, from a v2-v4 commit with a retention time) always wins.
+- OffsetDelete: GROUP_ID_NOT_FOUND for a dead group, NON_EMPTY_GROUP for an active group whose
+  members' subscriptions are unknown (not the consumer protocol);
+- expiry (offsets.retention.minutes), checked every offsets.retention.check.interval.ms: which
+  offsets may expire, and from when, is ClassicGroup.offset_expiration_base; an Empty group whose
+  offsets have all gone is deleted too (its tombstone).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from kcoord.classic.group import ClassicGroup, GroupState
-from kcoord.classic.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from kcoord.classic.records import GroupMetadataKey
 from kcoord.classic.store import ClassicGroups
+from kcoord.groups.offsets import Offsets
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Operation, Outcome
@@ -44,126 +47,34 @@ def validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None
     return 0
 
 
-def commit_records(
-    group: ClassicGroup, commits: list[tuple[str, int, int, int, str]], now: int, retention_ms: int
-) -> Outcome:
-    """Records for (topic, partition, offset, leader epoch, metadata) commits.
-
-    ``retention_ms`` is the v2-v4 RetentionTimeMs; other than -1 it gives the offset its own
-    expiry and is written as offset value v1.
-    """
-    out = Outcome()
-    expire = now + retention_ms if retention_ms != -1 else None
-    for topic, partition, offset, epoch, metadata in commits:
-        out.records.append(
-            (
-                OffsetCommitKey(group.group_id, topic, partition),
-                OffsetCommitValue(offset, epoch, metadata, now, expire),
-            )
-        )
-    return out
-
-
-def fetch(
-    group: ClassicGroup | None, topics: list[tuple[str, list[int]]] | None
-) -> list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]:
-    """Committed offsets for the requested partitions, or for all when ``topics`` is None."""
-    offsets = group.offsets if group is not None else {}
-    if topics is None:
-        return [(t, sorted(parts.items())) for t, parts in sorted(offsets.items())]
-    return [(t, [(p, offsets.get(t, {}).get(p)) for p in parts]) for t, parts in topics]
-
-
-def delete_offsets(
-    group: ClassicGroup, topics: list[tuple[str, list[int]]]
-) -> tuple[int, Outcome, list[tuple[str, list[tuple[int, int]]]]]:
-    """OffsetDelete: (top-level error, tombstones, per-partition errors)."""
-    out = Outcome()
+def validate_offset_delete(group: ClassicGroup) -> int:
     if group.is_in(GroupState.DEAD):
-        return ErrorCode.GROUP_ID_NOT_FOUND, out, []
-    subscribed: set[str] = set()
-    if not group.is_in(GroupState.EMPTY) and group.members:
-        if group.protocol_type != "consumer":
-            return ErrorCode.NON_EMPTY_GROUP, out, []
-        found = group.subscribed_topics()
-        if found is None:
-            return ErrorCode.NON_EMPTY_GROUP, out, []
-        subscribed = found
-    results = []
-    for topic, parts in topics:
-        errs = []
-        for p in parts:
-            if topic in subscribed:
-                errs.append((p, int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)))
-                continue
-            if p in group.offsets.get(topic, {}):
-                out.records.append((OffsetCommitKey(group.group_id, topic, p), None))
-            errs.append((p, 0))
-        results.append((topic, errs))
-    return 0, out, results
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    active = not group.is_in(GroupState.EMPTY) and bool(group.members)
+    if active and (group.protocol_type != "consumer" or group.subscribed_topics() is None):
+        return ErrorCode.NON_EMPTY_GROUP
+    return 0
 
 
-def delete_group(group: ClassicGroup, now: int) -> tuple[int, Outcome]:
+def delete_group(group: ClassicGroup, offsets: Offsets, now: int) -> tuple[int, Outcome]:
     """DeleteGroups: tombstones for every offset and the group (NON_EMPTY_GROUP with members)."""
     if group.is_in(GroupState.DEAD):
         return ErrorCode.GROUP_ID_NOT_FOUND, Outcome()
     if not group.is_in(GroupState.EMPTY):
         return ErrorCode.NON_EMPTY_GROUP, Outcome()
-    out = Outcome()
-    for topic, parts in sorted(group.offsets.items()):
-        for p in sorted(parts):
-            out.records.append((OffsetCommitKey(group.group_id, topic, p), None))
+    out = Outcome(records=offsets.tombstones(group.group_id))
     out.records.append((GroupMetadataKey(group.group_id), None))
     out.extend(group.mark_dead(now))
     return 0, out
 
 
-def expire(group: ClassicGroup, now: int, retention_ms: int) -> Outcome:
-    """Tombstones for expired offsets, and for the group once it is Empty with none left.
-
-    As Kafka's ClassicGroup.offsetExpirationCondition: which offsets may expire, and from when,
-    depends on the group; groups in any other situation (rebalancing, not a consumer group)
-    expire nothing, not even offsets with an explicit expire timestamp.
-    """
+def expire(group: ClassicGroup, offsets: Offsets, now: int, retention_ms: int) -> Outcome:
+    """Tombstones for expired offsets, and for the group once it is Empty with none left."""
     out = Outcome()
-    if group.is_in(GroupState.DEAD):
+    if group.is_in(GroupState.DEAD) or group.offset_expiration_base() is None:
         return out
-    subscribed: set[str] = set()
-    if group.protocol_type:
-        if group.is_in(GroupState.EMPTY):
-            empty_since = group.state_timestamp
-
-            def base(v: OffsetCommitValue) -> int:
-                return empty_since if empty_since >= 0 else v.commit_timestamp
-
-        elif group.is_in(GroupState.STABLE) and (topics := group.subscribed_topics()) is not None:
-            subscribed = topics
-
-            def base(v: OffsetCommitValue) -> int:
-                return v.commit_timestamp
-
-        else:
-            return out
-    else:
-
-        def base(v: OffsetCommitValue) -> int:
-            return v.commit_timestamp
-
-    remaining = 0
-    for topic, parts in sorted(group.offsets.items()):
-        if topic in subscribed:
-            remaining += len(parts)
-            continue
-        for p, value in sorted(parts.items()):
-            if value.expire_timestamp is not None:
-                expired = now >= value.expire_timestamp
-            else:
-                expired = now - base(value) >= retention_ms
-            if expired:
-                out.records.append((OffsetCommitKey(group.group_id, topic, p), None))
-            else:
-                remaining += 1
-    if remaining == 0 and group.is_in(GroupState.EMPTY) and not group.members and not group.pending_members:
+    out.records, none_left = offsets.expire(group.group_id, group, now, retention_ms)
+    if none_left and group.is_in(GroupState.EMPTY) and not group.members and not group.pending_members:
         out.records.append((GroupMetadataKey(group.group_id), None))
         out.extend(group.mark_dead(now))
     return out
@@ -175,7 +86,7 @@ def expiration(retention_ms: int) -> Callable[[GroupStore], Iterator[tuple[str, 
 
     def expire_group(store: GroupStore, now: int, group_id: str) -> Outcome:
         group = store.kind(ClassicGroups).get(group_id)
-        return expire(group, now, retention_ms) if group is not None else Outcome()
+        return expire(group, store.offsets, now, retention_ms) if group is not None else Outcome()
 
     def op_for(group_id: str) -> Operation[GroupStore]:
         return lambda store, now: expire_group(store, now, group_id)

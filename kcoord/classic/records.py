@@ -1,25 +1,15 @@
-"""``__consumer_offsets`` records in Kafka's exact byte layout.
+"""The classic group's record in Kafka's exact byte layout: group metadata (type 2).
 
-A record key is an int16 record type followed by the key fields; a value is an int16 version
-followed by the fields of that version; a null value is a tombstone.
-
-- type 0/1, offset commit: key (group, topic, partition); value v0 (offset, metadata,
-  timestamp), v1 (+ expire_timestamp), v2 (no expire_timestamp, KIP-211), v3 (+ leader epoch),
-  v4 (v3 as a flexible version: compact strings and tagged fields);
-- type 2, group metadata: key (group); value v0 (protocol type, generation, protocol, leader,
-  members: id, client id, host, session timeout, subscription, assignment), v1 (+ member
-  rebalance timeout), v2 (+ current_state_timestamp, KIP-211), v3 (+ group.instance.id),
-  v4 (flexible).
-
-kcoord writes offset commit v1 when a v2-v4 OffsetCommit carried a retention time, else v3, and
-group metadata v3; it reads every version above. These codecs are written by hand because
-replay of large logs decodes millions of them; the unit tests check them against the JSON
-schemas of Kafka's group coordinator. ``CLASSIC_RECORDS`` registers them with the runtime.
+Key (group); value v0 (protocol type, generation, protocol, leader, members: id, client id,
+host, session timeout, subscription, assignment), v1 (+ member rebalance timeout), v2
+(+ current_state_timestamp, KIP-211), v3 (+ group.instance.id), v4 (flexible). kcoord writes v3
+and reads every version; the unit tests check the codec against the JSON schema of Kafka's group
+coordinator. ``CLASSIC_RECORDS`` registers it with the runtime. (Offset commits are the group
+layer's: kcoord/groups/records.py.)
 """
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,41 +19,15 @@ from kcoord.runtime.records import Encoder
 
 __all__ = ["RecordFormatError"]
 
-OFFSET_COMMIT_TYPES = (0, 1)
-OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
-
-OFFSET_VALUE_WITH_EXPIRY = 1
-OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
-_VALUE_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 
 
 # --- the records ------------------------------------------------------------------------------
-# The two records of every offset commit are not frozen: a frozen dataclass's __init__ goes
-# through object.__setattr__ per field (480 ns against 115 ns for these two), and an OffsetCommit
-# of ten partitions makes twenty of them. Nothing mutates them; unsafe_hash keeps them usable as
-# the dict keys that replay and the cleaner need.
-@dataclass(slots=True, unsafe_hash=True)
-class OffsetCommitKey:
-    group: str
-    topic: str
-    partition: int
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class OffsetCommitValue:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int | None = None  # only in value v1 (a retention time was given)
-
-
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
@@ -91,48 +55,17 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = GroupMetadataKey
+Value = GroupMetadataValue
 
 
 # --- writing ----------------------------------------------------------------------------------
-# A group commits the same topics over and over: the key up to the partition is encoded once.
-@functools.lru_cache(maxsize=1 << 14)
-def _offset_key_prefix(group: str, topic: str) -> bytes:
-    return _H.pack(OFFSET_COMMIT_KEY_TYPE) + string(group) + string(topic)
-
-
-def encode_key(key: Key) -> bytes:
-    if type(key) is OffsetCommitKey:
-        return _offset_key_prefix(key.group, key.topic) + _I.pack(key.partition)
+def encode_key(key: GroupMetadataKey) -> bytes:
     return _H.pack(GROUP_METADATA_KEY_TYPE) + string(key.group)
 
 
-def encode_value(value: Value | None) -> bytes | None:
-    if value is None:
-        return None
-    if type(value) is OffsetCommitValue:
-        return _offset_value(value)
-    return _group_value(value)  # type: ignore[arg-type]
-
-
-def _offset_value(value: OffsetCommitValue) -> bytes:
-    if value.expire_timestamp is not None:
-        return (
-            _H.pack(OFFSET_VALUE_WITH_EXPIRY)
-            + _Q.pack(value.offset)
-            + string(value.metadata)
-            + _Q.pack(value.commit_timestamp)
-            + _Q.pack(value.expire_timestamp)
-        )
-    metadata = value.metadata.encode()
-    return b"".join(
-        (
-            _VALUE_V3_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(metadata)),
-            metadata,
-            _Q.pack(value.commit_timestamp),
-        )
-    )
+def encode_value(value: GroupMetadataValue | None) -> bytes | None:
+    return None if value is None else _group_value(value)
 
 
 def _group_value(value: GroupMetadataValue) -> bytes:
@@ -159,13 +92,6 @@ def _group_value(value: GroupMetadataValue) -> bytes:
     return b"".join(out)
 
 
-def _encode_offset_commit(
-    key: OffsetCommitKey, value: OffsetCommitValue | None
-) -> tuple[bytes, bytes | None]:
-    key_bytes = _offset_key_prefix(key.group, key.topic) + _I.pack(key.partition)
-    return key_bytes, None if value is None else _offset_value(value)
-
-
 def _encode_group_metadata(
     key: GroupMetadataKey, value: GroupMetadataValue | None
 ) -> tuple[bytes, bytes | None]:
@@ -175,29 +101,12 @@ def _encode_group_metadata(
 
 
 # --- reading ----------------------------------------------------------------------------------
-def decode_key(buf: bytes) -> Key:
+def decode_key(buf: bytes) -> GroupMetadataKey:
     r = FieldReader(buf, 0)
     kind = r.i16()
-    if kind in OFFSET_COMMIT_TYPES:
-        return OffsetCommitKey(r.str(), r.str(), r.i32())
     if kind == GROUP_METADATA_KEY_TYPE:
         return GroupMetadataKey(r.str())
-    raise RecordFormatError(f"unknown record type {kind}")
-
-
-def decode_offset_value(buf: bytes) -> OffsetCommitValue:
-    r = FieldReader(buf, 0)
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"unknown offset commit value version {version}")
-    r.flexible = version >= 4
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.str()
-    commit_ts = r.i64()
-    expire_ts = r.i64() if version == 1 else None
-    r.skip_tags()
-    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+    raise RecordFormatError(f"not a group metadata record: type {kind}")
 
 
 def decode_group_value(buf: bytes) -> GroupMetadataValue:
@@ -240,23 +149,15 @@ def decode_group_value(buf: bytes) -> GroupMetadataValue:
     return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_ts, tuple(members))
 
 
-def decode_record(key: bytes, value: bytes | None) -> tuple[Key, Value | None]:
-    k = decode_key(key)
-    if value is None:
-        return k, None
-    if isinstance(k, OffsetCommitKey):
-        return k, decode_offset_value(value)
-    return k, decode_group_value(value)
+def decode_record(key: bytes, value: bytes | None) -> tuple[GroupMetadataKey, GroupMetadataValue | None]:
+    return decode_key(key), None if value is None else decode_group_value(value)
 
 
 class ClassicRecords:
     """The classic group coordinator's records, for the runtime's registry."""
 
-    key_types = (*OFFSET_COMMIT_TYPES, GROUP_METADATA_KEY_TYPE)
-    encoders: Mapping[type, Encoder] = {
-        OffsetCommitKey: _encode_offset_commit,
-        GroupMetadataKey: _encode_group_metadata,
-    }
+    key_types = (GROUP_METADATA_KEY_TYPE,)
+    encoders: Mapping[type, Encoder] = {GroupMetadataKey: _encode_group_metadata}
 
     @staticmethod
     def decode(key: bytes, value: bytes | None) -> tuple[Key, Value | None]:

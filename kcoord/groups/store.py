@@ -5,8 +5,13 @@ Group ids form one namespace across group types, as in Kafka: an id held by a cl
 "not a share group" and the other way round. Each group type (classic/, share/) is a
 ``GroupKind``: it keeps its own groups and replays its own records, and knows the others only
 through the ``GroupNamespace`` it is given. The store routes every record to the kind that
-registered its key class, keeps the config overrides any group may have (record type 103), and
-is what the coordinator runtime holds per shard (``CoordinatorState``).
+registered its key class, and keeps what belongs to group ids rather than to one group type:
+committed offsets (offsets.py) and config overrides (record type 103). It is what the coordinator
+runtime holds per shard (``CoordinatorState``).
+
+Offsets committed by a consumer that uses no group membership live in a "simple" group, as in
+Kafka: the commit creates it (the handler asks the kind that hosts simple groups), and at load
+every group id with offsets but no group gets one.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from kcoord.groups.records import GroupConfigKey, GroupConfigValue
+from kcoord.groups.offsets import Offsets, OffsetsLoader
+from kcoord.groups.records import OFFSET_COMMIT_TYPES, GroupConfigKey, GroupConfigValue, OffsetCommitKey
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -25,13 +31,10 @@ class GroupNamespace(Protocol):
 
     def group_type(self, group_id: str) -> str | None: ...
 
-    def held_by_another_type(self, group_id: str, group_type: str) -> bool:
-        """Whether a group of a type other than ``group_type`` has the id (the APIs of one type
-        answer GROUP_ID_NOT_FOUND for it, as Kafka's "not a ... group")."""
-        found = self.group_type(group_id)
-        return found is not None and found != group_type
-
     def configs_of(self, group_id: str) -> dict[str, str]: ...
+
+    @property
+    def offsets(self) -> Offsets: ...
 
 
 class GroupKind(Protocol):
@@ -95,15 +98,27 @@ class GroupsById(Generic[G]):
         return group.next_deadline() if group is not None else None
 
 
+class SimpleGroupHost(GroupKind, Protocol):
+    """The kind whose groups hold the offsets of consumers without membership (Kafka: classic)."""
+
+    def create_simple_group(self, group_id: str, now: int) -> None: ...
+
+
 KindT = TypeVar("KindT", bound=GroupKind)
 KindFactory = Callable[[GroupNamespace], GroupKind]
 
 
 class GroupStore:
-    def __init__(self, kinds: Iterable[KindFactory]) -> None:
+    def __init__(
+        self, kinds: Iterable[KindFactory], simple_groups: type[SimpleGroupHost] | None = None
+    ) -> None:
         self.group_configs: dict[str, dict[str, str]] = {}  # GROUP resource config overrides
+        self._offsets = Offsets()
         self._kinds: dict[type, GroupKind] = {}
-        self._replay: dict[type, Callable[[Any, Any, int], None]] = {GroupConfigKey: self._replay_configs}
+        self._replay: dict[type, Callable[[Any, Any, int], None]] = {
+            OffsetCommitKey: self._offsets.replay,
+            GroupConfigKey: self._replay_configs,
+        }
         for make in kinds:
             kind = make(self)
             self._kinds[type(kind)] = kind
@@ -112,6 +127,9 @@ class GroupStore:
                     raise ValueError(f"records keyed by {cls.__name__} are replayed twice")
                 self._replay[cls] = replay
         self._all = tuple(self._kinds.values())
+        self._simple: SimpleGroupHost | None = (
+            self._kinds[simple_groups] if simple_groups is not None else None  # type: ignore[assignment]
+        )
 
     def kind(self, cls: type[KindT]) -> KindT:
         return self._kinds[cls]  # type: ignore[return-value]
@@ -136,6 +154,10 @@ class GroupStore:
         found = self.group_type(group_id)
         return found is not None and found != group_type
 
+    @property
+    def offsets(self) -> Offsets:
+        return self._offsets
+
     def configs_of(self, group_id: str) -> dict[str, str]:
         return self.group_configs.get(group_id, {})
 
@@ -153,7 +175,8 @@ class GroupStore:
             kind.configs_changed(key.group, configs)
 
     def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]:
-        out: dict[int, Loader] = {}
+        offsets = OffsetsLoader(self._offsets, now)
+        out: dict[int, Loader] = {t: offsets for t in OFFSET_COMMIT_TYPES}
         for kind in self._all:
             out.update(kind.loaders(registry, now))
         return out
@@ -161,6 +184,10 @@ class GroupStore:
     def loaded(self, now: int) -> None:
         for kind in self._all:
             kind.loaded(now)
+        if self._simple is not None:
+            for group_id in self._offsets.committed:
+                if self._kind_of(group_id) is None:
+                    self._simple.create_simple_group(group_id, now)
 
     def link(self, records: list[Record], base_offset: int) -> list[Record]:
         for kind in self._all:
@@ -185,6 +212,10 @@ class GroupStore:
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {kind.group_type: kind.snapshot() for kind in self._all}
+        out["offsets"] = {
+            g: {t: dict(parts) for t, parts in topics.items()}
+            for g, topics in self._offsets.committed.items()
+        }
         if self.group_configs:
             out["configs"] = {g: dict(c) for g, c in self.group_configs.items()}
         return out

@@ -52,7 +52,8 @@ def group_store(
             lambda ns: ShareGroups(
                 ns, lambda configs: share_partition_config(configs, config), topics, records_available
             ),
-        ]
+        ],
+        simple_groups=ClassicGroups,
     )
 
 

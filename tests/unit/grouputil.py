@@ -20,6 +20,7 @@ from kcoord.classic.member import JoinResult, SyncResult
 from kcoord.classic.store import ClassicGroups
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
+from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol import records as batches
 from kcoord.runtime.outcome import Operation, Outcome
@@ -81,7 +82,8 @@ def share_store(partition_config: SharePartitionConfig, topics: Any = None) -> G
             lambda ns: ShareGroups(
                 ns, lambda _configs: partition_config, topics or (lambda _n: None), lambda _g: None
             ),
-        ]
+        ],
+        simple_groups=ClassicGroups,
     )
 
 
@@ -261,7 +263,7 @@ class Harness:
             if error:
                 out.respond(inbox, error)
                 return out
-            out = rules.commit_records(g, commits, now, retention_ms)
+            out = Outcome(records=commit_records(group_id, commits, now, retention_ms))
             out.respond(inbox, 0)
             return out
 
@@ -270,10 +272,8 @@ class Harness:
         return inbox.last
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        g = self.store.get(group_id)
-        if g is None:
-            return {}
-        return {(t, p): v.offset for t, parts in g.offsets.items() for p, v in parts.items()}
+        committed = self.state.offsets.of(group_id)
+        return {(t, p): v.offset for t, parts in committed.items() for p, v in parts.items()}
 
     def tick(self, ms: int) -> None:
         """Advance the clock and fire every due timer, as the runtime's actors do."""
@@ -285,7 +285,12 @@ class Harness:
 
     def expire(self, retention_ms: int) -> None:
         for gid in list(self.store.groups):
-            self.run(gid, lambda g, now: rules.expire(g, now, retention_ms) if g is not None else Outcome())
+            self.run(
+                gid,
+                lambda g, now: (
+                    rules.expire(g, self.state.offsets, now, retention_ms) if g is not None else Outcome()
+                ),
+            )
 
     def delete_group(self, group_id: str) -> int:
         inbox = Inbox()
@@ -295,7 +300,7 @@ class Harness:
                 out = Outcome()
                 out.respond(inbox, 69)  # GROUP_ID_NOT_FOUND
                 return out
-            code, out = rules.delete_group(g, now)
+            code, out = rules.delete_group(g, self.state.offsets, now)
             out.respond(inbox, code)
             return out
 

@@ -71,7 +71,7 @@ def test_commit_while_completing_is_rebalance_in_progress(h: Harness) -> None:
 
 def test_retention_time_writes_value_v1_with_expiry(h: Harness) -> None:
     h.commit(G, {("t", 0): 5}, retention_ms=60_000)
-    v = h.group(G).offsets["t"][0]
+    v = h.state.offsets.of(G)["t"][0]
     assert v.expire_timestamp == v.commit_timestamp + 60_000
 
 
@@ -150,11 +150,11 @@ def test_expiry_survives_restart(h: Harness) -> None:
     h.commit(G, {("t", 0): 1}, member_id=m, generation=1)
     h.leave(G, (m, None))
     h.clock.advance(RETENTION - 10)
-    replayed = classic(h.replay())
-    g = replayed.get(G)
+    store = h.replay()
+    g = classic(store).get(G)
     assert g is not None and g.state is GroupState.EMPTY
-    assert rules.expire(g, h.clock.now_ms(), RETENTION).records == []
-    tombstones = rules.expire(g, h.clock.now_ms() + 10, RETENTION).records
+    assert rules.expire(g, store.offsets, h.clock.now_ms(), RETENTION).records == []
+    tombstones = rules.expire(g, store.offsets, h.clock.now_ms() + 10, RETENTION).records
     assert [k.__class__.__name__ for k, v in tombstones] == ["OffsetCommitKey", "GroupMetadataKey"]
     assert all(v is None for _, v in tombstones)
 
@@ -163,7 +163,7 @@ def test_offset_delete_rules(h: Harness) -> None:
     m = stable(h, topics=("t",))
     h.commit(G, {("t", 0): 1, ("u", 0): 2}, member_id=m, generation=1)
     g = h.group(G)
-    error, out, per = rules.delete_offsets(g, [("t", [0]), ("u", [0])])
-    assert error == 0
+    assert rules.validate_offset_delete(g) == 0
+    out, per = h.state.offsets.delete(G, g, [("t", [0]), ("u", [0])])
     assert dict(per) == {"t": [(0, E.GROUP_SUBSCRIBED_TO_TOPIC)], "u": [(0, 0)]}
     assert [(k.topic, v) for k, v in out.records] == [("u", None)]

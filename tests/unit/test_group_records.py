@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_data import ApiData
 
 from kcoord.classic import records as R
+from kcoord.groups import records as GR
 
 
 def _data_class(name: str) -> type:
@@ -38,14 +39,14 @@ i64 = st.integers(-(2**63), 2**63 - 1)
 
 
 def test_offset_commit_key_layout() -> None:
-    key = R.OffsetCommitKey("g", "t", 7)
-    ours = R.encode_key(key)
+    key = GR.OffsetCommitKey("g", "t", 7)
+    ours = GR.encode_offset_key(key)
     theirs = struct.pack(">h", 1) + OffsetCommitKey(group="g", topic="t", partition=7).encode(
         version=0, header=False
     )
     assert ours == theirs == bytes.fromhex("0001 0001 67 0001 74 00000007".replace(" ", ""))
-    assert R.decode_key(ours) == key
-    assert R.decode_key(struct.pack(">h", 0) + ours[2:]) == key  # type 0 (legacy) reads too
+    assert GR.decode_offset_key(ours) == key
+    assert GR.decode_offset_key(struct.pack(">h", 0) + ours[2:]) == key  # type 0 (legacy) reads too
 
 
 def test_group_metadata_key_layout() -> None:
@@ -55,10 +56,10 @@ def test_group_metadata_key_layout() -> None:
 
 @given(offset=i64, epoch=i32, metadata=names, commit=i64, expire=i64)
 def test_offset_values_written(offset: int, epoch: int, metadata: str, commit: int, expire: int) -> None:
-    v3 = R.encode_value(R.OffsetCommitValue(offset, epoch, metadata, commit))
+    v3 = GR.encode_offset_value(GR.OffsetCommitValue(offset, epoch, metadata, commit))
     theirs = OffsetCommitValue(offset=offset, leader_epoch=epoch, metadata=metadata, commit_timestamp=commit)
     assert v3 == theirs.encode(version=3, header=True)
-    v1 = R.encode_value(R.OffsetCommitValue(offset, -1, metadata, commit, expire))
+    v1 = GR.encode_offset_value(GR.OffsetCommitValue(offset, -1, metadata, commit, expire))
     theirs = OffsetCommitValue(
         offset=offset, metadata=metadata, commit_timestamp=commit, expire_timestamp=expire
     )
@@ -70,7 +71,7 @@ def test_offset_values_read_every_version(version: int) -> None:
     theirs = OffsetCommitValue(
         offset=42, leader_epoch=3, metadata="m\u00e9ta", commit_timestamp=1000, expire_timestamp=5000
     )
-    v = R.decode_offset_value(theirs.encode(version=version, header=True))
+    v = GR.decode_offset_value(theirs.encode(version=version, header=True))
     assert (v.offset, v.metadata, v.commit_timestamp) == (42, "m\u00e9ta", 1000)
     assert v.leader_epoch == (3 if version >= 3 else -1)
     assert v.expire_timestamp == (5000 if version == 1 else None)

@@ -147,7 +147,11 @@ class GroupLog(RuleBasedStateMachine):
     def delete_offsets(self, gid: str, topic: str) -> None:
         self.h.run(
             gid,
-            lambda g, now: rules.delete_offsets(g, [(topic, [0, 1, 2])])[1] if g is not None else Outcome(),
+            lambda g, now: (
+                self.h.state.offsets.delete(gid, g, [(topic, [0, 1, 2])])[0]
+                if g is not None and rules.validate_offset_delete(g) == 0
+                else Outcome()
+            ),
         )
 
     @precondition(lambda self: self.h.records_written > 0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kcoord.classic.records import CLASSIC_RECORDS, OffsetCommitKey
-from kcoord.groups.records import GROUP_RECORDS, GroupConfigKey, GroupConfigValue
+from kcoord.classic.records import CLASSIC_RECORDS, GroupMetadataKey
+from kcoord.groups.records import GROUP_RECORDS, GroupConfigKey, GroupConfigValue, OffsetCommitKey
 from kcoord.runtime.records import RecordFormatError, RecordRegistry
 from kcoord.server.coordinators import group_records
 from kcoord.share.records import SHARE_RECORDS
@@ -34,12 +34,16 @@ def test_a_record_type_or_key_class_is_registered_once() -> None:
 
 def test_unknown_record_types_and_key_classes_are_refused() -> None:
     registry = RecordRegistry([GROUP_RECORDS])
-    with pytest.raises(RecordFormatError, match="unknown record type 1"):
-        registry.decode(b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00", None)
+    with pytest.raises(RecordFormatError, match="unknown record type 2"):
+        registry.decode(b"\x00\x02\x00\x01g", None)
     with pytest.raises(RecordFormatError):
         registry.decode(b"\x00", None)
-    with pytest.raises(TypeError, match="OffsetCommitKey"):
-        registry.encode_all([(OffsetCommitKey("g", "t", 0), None)])
+    with pytest.raises(TypeError, match="GroupMetadataKey"):
+        registry.encode_all([(GroupMetadataKey("g"), None)])
+    assert registry.decode(*registry.encode(OffsetCommitKey("g", "t", 0), None)) == (
+        OffsetCommitKey("g", "t", 0),
+        None,
+    )
     key, value = GroupConfigKey("g"), GroupConfigValue((("share.auto.offset.reset", "earliest"),))
     assert registry.decode(*registry.encode(key, value)) == (key, value)
     assert registry.decode(*registry.encode(key, None)) == (key, None)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.classic import offsets as rules
 from kcoord.classic.group import GroupConfig, GroupState
 from tests.unit.grouputil import Harness, classic
 
@@ -47,14 +46,14 @@ def run_throwaway_group(h: Harness, group: str, topics: tuple[str, ...] = ("even
     assert synced.last.error == 0
     assert h.group(group).state is GroupState.STABLE
     # position() and committed(): OffsetFetch finds nothing, the consumer resets to earliest.
-    fetched = rules.fetch(h.group(group), [(t, [0, 1, 2]) for t in topics])
+    fetched = h.state.offsets.fetch(group, [(t, [0, 1, 2]) for t in topics])
     assert all(v is None for _, parts in fetched for _, v in parts)
     for _ in range(3):  # between triggers the background thread heartbeats
         h.clock.advance(3000)
         assert h.heartbeat(group, member, joined.generation) == 0
     assert h.leave(group, (member, None)) == [0]
     g = h.group(group)
-    assert g.state is GroupState.EMPTY and g.protocol_type == "consumer" and not g.offsets
+    assert g.state is GroupState.EMPTY and g.protocol_type == "consumer" and not h.state.offsets.of(group)
 
 
 def cleanup(h: Harness) -> None:
