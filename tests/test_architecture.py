@@ -1,9 +1,9 @@
 """The architecture as import-linter contracts (pyproject.toml, [tool.importlinter]).
 
-Layers point down (cli > server > apis > {dataplane, classic, share} > groups > base modules >
-runtime > storage > protocol), coordinator kinds never import one another, the PySpark data
-source uses none of the broker, and no package's modules import one another in a cycle; and
-the strict types of the packages [tool.mypy] lists.
+Layers point down (cli > server > apis > {dataplane, classic, share, consumer} > groups > base
+modules > runtime > storage > protocol), coordinator kinds never import one another, the PySpark
+data source uses none of the broker, and no package's modules import one another in a cycle;
+and the strict types of the packages [tool.mypy] lists.
 """
 
 from __future__ import annotations
