@@ -105,6 +105,17 @@ class BrokerConfig(BaseModel):
         3000, description="Wait for more joiners of an empty group."
     )
     group_max_size: int = Field(2147483647, description="Most members of one classic group.")
+    # --- KIP-848 consumer groups (group.protocol=consumer) ---------------------------------
+    group_consumer_session_timeout_ms: int = Field(
+        45000, description="A consumer-protocol member that does not heartbeat for this long is fenced."
+    )
+    group_consumer_heartbeat_interval_ms: int = Field(
+        5000, description="How often consumer-protocol members heartbeat."
+    )
+    group_consumer_max_size: int = Field(2147483647, description="Most members of one consumer group.")
+    group_consumer_assignors: str = Field(
+        "uniform,range", description="Server-side assignors, comma-separated; the first is the default."
+    )
     # --- share groups (KIP-932); each group may override its share.* configs ------------------
     group_share_session_timeout_ms: int = Field(45000, description="Default share.session.timeout.ms.")
     group_share_min_session_timeout_ms: int = Field(45000, description="Smallest share.session.timeout.ms.")
@@ -146,6 +157,15 @@ class BrokerConfig(BaseModel):
     log_cleaner_delete_retention_ms: int = Field(
         86400000, description="Keep tombstones this long when compacting."
     )
+
+    @field_validator("group_consumer_assignors")
+    @classmethod
+    def _known_assignors(cls, v: str) -> str:
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        known = ("uniform", "range")
+        if not names or any(n not in known for n in names):
+            raise ValueError(f"group.consumer.assignors must name some of {', '.join(known)}")
+        return ",".join(names)
 
     @field_validator("node_id")
     @classmethod

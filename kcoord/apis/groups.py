@@ -35,6 +35,7 @@ from kcoord.classic import offsets as offset_rules
 from kcoord.classic.group import ClassicGroup, GroupState, JoinRequest
 from kcoord.classic.member import JoinResult, SyncResult
 from kcoord.classic.store import ClassicGroups
+from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
@@ -395,6 +396,17 @@ def handle_list(services: Services, ctx: RequestContext, req: Any) -> Any:
                 group_type="classic",
             )
         )
+    for cg in (g for store in stores for g in store.kind(ConsumerGroups).groups.values()):
+        state = cg.state.value
+        if cg.dead or (states is not None and state.lower() not in states):
+            continue
+        if types is not None and "consumer" not in types:
+            continue
+        listed.append(
+            _LGResp.ListedGroup(
+                group_id=cg.group_id, protocol_type="consumer", group_state=state, group_type="consumer"
+            )
+        )
     for sg in (g for store in stores for g in store.kind(ShareGroups).groups.values()):
         if sg.dead or (states is not None and sg.state.lower() not in states):
             continue
@@ -442,6 +454,15 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 def _delete_group(store: GroupStore, group_id: str, now: int, respond: Responder) -> Outcome:
+    consumer = store.kind(ConsumerGroups).get(group_id)
+    if consumer is not None:
+        if consumer.members:  # Kafka's ConsumerGroup.validateDeleteGroup: only an Empty group
+            out = Outcome()
+            out.respond(respond, ErrorCode.NON_EMPTY_GROUP)
+            return out
+        out = Outcome(records=store.offsets.tombstones(group_id) + consumer.tombstones())
+        out.respond(respond, 0)
+        return out
     share = store.kind(ShareGroups).get(group_id)
     if share is not None:
         if share.members:

@@ -35,6 +35,7 @@ from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
 from kcoord.classic.store import ClassicGroups
+from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import CloseConnection, ErrorCode
@@ -73,7 +74,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
-    if services.groups.state_for(req.group_id).held_by_another_type(req.group_id, ClassicGroups.group_type):
+    if not _may_hold_offsets(services, req.group_id):
         return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     if req.group_id == "":
         _warn_empty_group(ctx, "OffsetCommit")
@@ -125,6 +126,15 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        consumer = store.kind(ConsumerGroups).get(gid)
+        if consumer is not None:
+            error = consumer.validate_offset_commit(member_id, generation, v)
+            if error:
+                out.respond(respond, error)
+                return out
+            out.records = commit_records(gid, commits, now, retention)
+            out.respond(respond, 0)
+            return out
         groups = store.kind(ClassicGroups)
         # Standalone commits (no generation) create the group, as Kafka's do.
         group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
@@ -182,19 +192,31 @@ class _Wanted:
                 self.topics.append((t.name, parts))  # type: ignore[union-attr]
 
 
+def _may_hold_offsets(services: Services, group_id: str) -> bool:
+    """Classic and consumer groups have committed offsets; a share group's id is not one
+    (GROUP_ID_NOT_FOUND, as Kafka answers for a group of another type)."""
+    return services.groups.state_for(group_id).group_type(group_id) in (
+        None,
+        ClassicGroups.group_type,
+        ConsumerGroups.group_type,
+    )
+
+
 def _fetch_group(
     services: Services,
     ctx: RequestContext,
     group_id: str | None,
     wanted: _Wanted,
     respond: Callable[[Any], None],
+    member: tuple[str | None, int] = (None, -1),
 ) -> None:
     """Call ``respond`` with (error, [(topic, [(partition, value|None)])]) for one group (or with
-    the exception that failed it)."""
+    the exception that failed it). ``member`` is OffsetFetch v9+'s member id and epoch, which a
+    consumer group checks (KIP-848: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return
-    if services.groups.state_for(group_id).held_by_another_type(group_id, ClassicGroups.group_type):
+    if not _may_hold_offsets(services, group_id):
         respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
         return
     if group_id == "":
@@ -202,6 +224,12 @@ def _fetch_group(
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        consumer = store.kind(ConsumerGroups).get(group_id)
+        if consumer is not None:
+            error = consumer.validate_offset_fetch(*member)
+            if error:
+                out.respond(respond, (error, []))
+                return out
         out.respond(respond, (0, store.offsets.fetch(group_id, wanted.topics)))
         return out
 
@@ -232,6 +260,7 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
         return reply
 
     requests = [(g.group_id, _Wanted(services, g.topics, v)) for g in req.groups]
+    members = [(g.member_id, g.member_epoch) if v >= 9 else (None, -1) for g in req.groups]
 
     def build(results: list[Any]) -> Any:
         groups = []
@@ -252,8 +281,8 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
         return OffsetFetchAnswer(groups=groups)
 
     reply, responders = reply_all(len(requests), build)
-    for (gid, wanted), respond in zip(requests, responders, strict=True):
-        _fetch_group(services, ctx, gid, wanted, respond)
+    for (gid, wanted), member, respond in zip(requests, members, responders, strict=True):
+        _fetch_group(services, ctx, gid, wanted, respond, member)
     return reply
 
 
@@ -322,6 +351,11 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
     reply, respond = reply_with(build)
 
     def op(store: GroupStore, now: int) -> Outcome:
+        consumer = store.kind(ConsumerGroups).get(gid)
+        if consumer is not None:  # Kafka's ConsumerGroup.validateOffsetDelete checks nothing
+            out, per_partition = store.offsets.delete(gid, consumer, wanted)
+            out.respond(respond, (0, {(t, p): e for t, errs in per_partition for p, e in errs}))
+            return out
         group = store.kind(ClassicGroups).get(gid)
         if group is None:
             out = Outcome()

@@ -18,15 +18,11 @@ validateDeleteGroup, OffsetMetadataManager):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 from kcoord.classic.group import ClassicGroup, GroupState
 from kcoord.classic.records import GroupMetadataKey
-from kcoord.classic.store import ClassicGroups
 from kcoord.groups.offsets import Offsets
-from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
-from kcoord.runtime.outcome import Operation, Outcome
+from kcoord.runtime.outcome import Outcome
 
 
 def validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None, generation: int) -> int:
@@ -78,21 +74,3 @@ def expire(group: ClassicGroup, offsets: Offsets, now: int, retention_ms: int) -
         out.records.append((GroupMetadataKey(group.group_id), None))
         out.extend(group.mark_dead(now))
     return out
-
-
-def expiration(retention_ms: int) -> Callable[[GroupStore], Iterator[tuple[str, Operation[GroupStore]]]]:
-    """The periodic KIP-211 cleanup: for every classic group of a shard, an operation that writes
-    tombstones for its expired offsets (and for the group itself once it is gone)."""
-
-    def expire_group(store: GroupStore, now: int, group_id: str) -> Outcome:
-        group = store.kind(ClassicGroups).get(group_id)
-        return expire(group, store.offsets, now, retention_ms) if group is not None else Outcome()
-
-    def op_for(group_id: str) -> Operation[GroupStore]:
-        return lambda store, now: expire_group(store, now, group_id)
-
-    def ops(store: GroupStore) -> Iterator[tuple[str, Operation[GroupStore]]]:
-        for group_id in list(store.kind(ClassicGroups).groups):
-            yield group_id, op_for(group_id)
-
-    return ops

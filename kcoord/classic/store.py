@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
+from kcoord.classic.offsets import expire
 from kcoord.classic.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -79,6 +80,10 @@ class ClassicGroups(GroupsById[ClassicGroup]):
         pass  # classic groups have no group configs
 
     # --- timers ---------------------------------------------------------------------------------
+    def expire_offsets(self, group_id: str, now: int, retention_ms: int) -> Outcome:
+        group = self.groups.get(group_id)
+        return expire(group, self.namespace.offsets, now, retention_ms) if group is not None else Outcome()
+
     def on_timer(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)
         return group.on_timer(now) if group is not None else Outcome()

@@ -127,6 +127,7 @@ class PartitionManager:
         self.data_dir = config.data_dir
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self.version = 0  # changes whenever a topic is created or deleted or gains partitions
         self.unclean_start = False
 
     # --- start and stop ------------------------------------------------------------------
@@ -195,6 +196,17 @@ class PartitionManager:
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic
+        self.version += 1
+
+    # --- topics as groups see them (kcoord.groups.topics.TopicsView) ---------------------
+    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        topic = self.topics.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.partitions)
+
+    def names(self) -> list[str]:
+        return [name for name, topic in self.topics.items() if not topic.internal]
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
@@ -294,6 +306,7 @@ class PartitionManager:
             return
         for p in range(current, count):
             self._open_partition(topic, p)
+        self.version += 1
         self._write_topics_file()
 
     def delete_topic(self, topic: Topic) -> None:
@@ -304,6 +317,7 @@ class PartitionManager:
     def _drop(self, topic: Topic) -> None:
         self.topics.pop(topic.name, None)
         self.by_id.pop(topic.topic_id, None)
+        self.version += 1
         for p in topic.partitions:
             p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
             p.log.delete()

@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kcoord.groups.offsets import Offsets, OffsetsLoader
 from kcoord.groups.records import OFFSET_COMMIT_TYPES, GroupConfigKey, GroupConfigValue, OffsetCommitKey
-from kcoord.runtime.outcome import Outcome, Record
+from kcoord.runtime.outcome import Operation, Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 
@@ -65,6 +65,11 @@ class GroupKind(Protocol):
     def on_timer(self, group_id: str, now: int) -> Outcome: ...
 
     def configs_changed(self, group_id: str, configs: dict[str, str]) -> None: ...
+
+    def expire_offsets(self, group_id: str, now: int, retention_ms: int) -> Outcome:
+        """KIP-211: tombstones for the group's expired offsets, and for the group once it is
+        empty with none left."""
+        ...
 
     def snapshot(self) -> dict[str, Any]:
         """What survives a restart, comparable with ==, for the replay property tests."""
@@ -219,3 +224,20 @@ class GroupStore:
         if self.group_configs:
             out["configs"] = {g: dict(c) for g, c in self.group_configs.items()}
         return out
+
+
+def offset_expiration(
+    retention_ms: int,
+) -> Callable[[GroupStore], Iterator[tuple[str, Operation[GroupStore]]]]:
+    """The periodic KIP-211 cleanup (offsets.retention.check.interval.ms): for every group of a
+    shard, an operation that expires its offsets, and the group itself once nothing is left."""
+
+    def op_for(kind: GroupKind, group_id: str) -> Operation[GroupStore]:
+        return lambda _store, now: kind.expire_offsets(group_id, now, retention_ms)
+
+    def ops(store: GroupStore) -> Iterator[tuple[str, Operation[GroupStore]]]:
+        for kind in store.kinds():
+            for group_id in list(kind.group_ids()):
+                yield group_id, op_for(kind, group_id)
+
+    return ops

@@ -15,6 +15,7 @@ from kcoord.apis import (
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     fetch,
     groups,
     list_offsets,
@@ -153,6 +154,21 @@ def build_table() -> ApiTable:
             ApiSpec(K.OffsetCommit, 2, 10, offsets.handle_commit, offsets.commit_error_response),
             ApiSpec(K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response),
             ApiSpec(K.OffsetDelete, 0, 0, offsets.handle_delete, offsets.delete_error_response),
+            # Consumer groups of the KIP-848 protocol (group.protocol=consumer).
+            ApiSpec(
+                K.ConsumerGroupHeartbeat,
+                0,
+                1,
+                consumer_groups.handle_heartbeat,
+                consumer_groups.heartbeat_error_response,
+            ),
+            ApiSpec(
+                K.ConsumerGroupDescribe,
+                0,
+                1,
+                consumer_groups.handle_describe,
+                consumer_groups.describe_error_response,
+            ),
             # Share groups (KIP-932).
             ApiSpec(
                 K.ShareGroupHeartbeat,

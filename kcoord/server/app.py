@@ -22,7 +22,6 @@ from kcoord.server.coordinators import group_runtime
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.share.coordinator import ShareCoordinator
-from kcoord.share.topics import topic_lookup
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
 
@@ -43,7 +42,7 @@ class Broker:
             config,
             self.flusher,
             self.clock,
-            topic_lookup(self.partitions),
+            self.partitions,
             lambda group_id: self.share.wake(group_id),
         )
         self.groups.on_failure = lambda _exc: self.fatal.set()

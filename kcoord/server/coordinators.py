@@ -1,7 +1,8 @@
 """The coordinators this broker runs, each on its own coordinator runtime.
 
-The group coordinator: classic and share groups in the partitions of ``__consumer_offsets``,
-their records registered with one registry, their state in one GroupStore per partition.
+The group coordinator: classic, KIP-848 consumer and share groups in the partitions of
+``__consumer_offsets``, their records registered with one registry, their state in one GroupStore
+per partition.
 """
 
 from __future__ import annotations
@@ -9,27 +10,29 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kcoord.classic.group import GroupConfig
-from kcoord.classic.offsets import expiration
 from kcoord.classic.records import CLASSIC_RECORDS
 from kcoord.classic.store import ClassicGroups
 from kcoord.clock import Clock
 from kcoord.config import BrokerConfig
+from kcoord.consumer.group import ConsumerGroupConfig
+from kcoord.consumer.records import CONSUMER_RECORDS
+from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.records import GROUP_RECORDS
-from kcoord.groups.store import GroupStore
+from kcoord.groups.store import GroupStore, offset_expiration
+from kcoord.groups.topics import TopicsView
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.config import share_partition_config
 from kcoord.share.records import SHARE_RECORDS
 from kcoord.share.store import ShareGroups
-from kcoord.share.topics import TopicLookup
 from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import LogConfig
 
 
 def group_records() -> RecordRegistry:
-    return RecordRegistry([CLASSIC_RECORDS, SHARE_RECORDS, GROUP_RECORDS])
+    return RecordRegistry([CLASSIC_RECORDS, CONSUMER_RECORDS, SHARE_RECORDS, GROUP_RECORDS])
 
 
 def classic_group_config(config: BrokerConfig) -> GroupConfig:
@@ -41,16 +44,27 @@ def classic_group_config(config: BrokerConfig) -> GroupConfig:
     )
 
 
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    return ConsumerGroupConfig(
+        session_timeout_ms=config.group_consumer_session_timeout_ms,
+        heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        max_size=config.group_consumer_max_size,
+        assignors=tuple(config.group_consumer_assignors.split(",")),
+    )
+
+
 def group_store(
-    config: BrokerConfig, topics: TopicLookup, records_available: Callable[[str], None]
+    config: BrokerConfig, topics: TopicsView, records_available: Callable[[str], None]
 ) -> GroupStore:
     """The groups of one ``__consumer_offsets`` partition, every group type plugged in."""
     classic = classic_group_config(config)
+    consumer = consumer_group_config(config)
     return GroupStore(
         [
             lambda ns: ClassicGroups(ns, classic),
+            lambda ns: ConsumerGroups(ns, consumer, topics),
             lambda ns: ShareGroups(
-                ns, lambda configs: share_partition_config(configs, config), topics, records_available
+                ns, lambda configs: share_partition_config(configs, config), topics.lookup, records_available
             ),
         ],
         simple_groups=ClassicGroups,
@@ -61,7 +75,7 @@ def group_runtime(
     config: BrokerConfig,
     flusher: Flusher,
     clock: Clock,
-    topics: TopicLookup,
+    topics: TopicsView,
     records_available: Callable[[str], None],
 ) -> CoordinatorRuntime[GroupStore]:
     runtime = CoordinatorRuntime(
@@ -89,6 +103,6 @@ def group_runtime(
     runtime.every(
         "kcoord-offsets-expiration",
         config.offsets_retention_check_interval_ms,
-        expiration(config.offsets_retention_minutes * 60_000),
+        offset_expiration(config.offsets_retention_minutes * 60_000),
     )
     return runtime

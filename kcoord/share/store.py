@@ -146,6 +146,9 @@ class ShareGroups(GroupsById[ShareGroup]):
                 sp.config = part_config
 
     # --- timers ---------------------------------------------------------------------------------
+    def expire_offsets(self, group_id: str, now: int, retention_ms: int) -> Outcome:
+        return Outcome()  # share groups have no committed offsets (their state is share-partitions')
+
     def on_timer(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)
         if group is None:

@@ -8,13 +8,13 @@ groups know them only through these protocols, which the broker passes in.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
+from kcoord.groups.topics import TopicLookup
 from kcoord.storage.log import Log
 
-# topic name -> (topic id, partition count), or None if no such (non-internal) topic exists
-TopicLookup = Callable[[str], tuple[uuid.UUID, int] | None]
+__all__ = ["SharedPartition", "SharedTopic", "TopicLookup", "Topics"]
 
 
 class SharedPartition(Protocol):
@@ -49,15 +49,3 @@ class Topics(Protocol):
     def get(self, name: str) -> SharedTopic | None: ...
 
     def get_by_id(self, topic_id: uuid.UUID) -> SharedTopic | None: ...
-
-
-def topic_lookup(topics: Topics) -> TopicLookup:
-    """Subscribed topic names as share group assignment sees them: existing, non-internal topics."""
-
-    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
-        topic = topics.get(name)
-        if topic is None or topic.internal:
-            return None
-        return topic.topic_id, len(topic.partitions)
-
-    return lookup

@@ -128,6 +128,11 @@ public class GroupProbe {
                 p.put(pair[0], pair[1]);
             }
         }
+        if ("consumer".equals(p.get("group.protocol"))) {
+            // KIP-848: the broker owns session and heartbeat timing; the client refuses these.
+            p.remove("heartbeat.interval.ms");
+            p.remove("session.timeout.ms");
+        }
         ConcurrentLinkedQueue<String> commands = readCommands();
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
         consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {

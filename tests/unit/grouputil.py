@@ -56,6 +56,21 @@ class Inbox:
         return self.values[-1] if self.values else None
 
 
+class FakeTopics:
+    """Topics as groups see them, from a dict name -> (id, partition count) a test may change."""
+
+    def __init__(self, topics: dict[str, tuple[Any, int]] | Callable[[str], Any] | None = None) -> None:
+        self._lookup = topics if callable(topics) else (topics or {}).get
+        self._names = None if callable(topics) else topics
+        self.version = 0
+
+    def lookup(self, name: str) -> Any:
+        return self._lookup(name)
+
+    def names(self) -> list[str]:
+        return list(self._names or {})
+
+
 def new_store(config: GroupConfig, topics: Any = None, records_available: Any = None) -> GroupStore:
     """The GroupStore the broker builds for a coordinator partition, with ``config``'s group rules."""
     broker_config = BrokerConfig(
@@ -64,9 +79,8 @@ def new_store(config: GroupConfig, topics: Any = None, records_available: Any = 
         group_initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
         group_max_size=config.max_size,
     )
-    return group_store(
-        broker_config, topics or (lambda _name: None), records_available or (lambda _gid: None)
-    )
+    view = topics if isinstance(topics, FakeTopics) else FakeTopics(topics)
+    return group_store(broker_config, view, records_available or (lambda _gid: None))
 
 
 def classic(store: GroupStore) -> ClassicGroups:

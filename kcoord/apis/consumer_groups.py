@@ -1,0 +1,295 @@
+"""KIP-848 consumer group APIs (group.protocol=consumer): ConsumerGroupHeartbeat (68, v0-v1) and
+ConsumerGroupDescribe (69, v0-v1).
+
+Behaviour / version notes:
+- ConsumerGroupHeartbeat: checked as Kafka 4.3's GroupCoordinatorService before the group sees it
+  (INVALID_REQUEST: an empty member id (v1, or epoch > 0 / -1), group, instance or rack id; a
+  join (epoch 0) without RebalanceTimeoutMs, with owned partitions, or with neither topic names
+  nor a regex; a static leave (-2) without an instance id; an epoch below -2.
+  UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors;
+  INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile). A group id held by a share group, or
+  by a classic group with members, is GROUP_ID_NOT_FOUND ("not a consumer group"); an empty
+  classic group (offsets only) becomes a consumer group, its offsets kept; an unknown group with
+  an epoch other than 0 is GROUP_ID_NOT_FOUND. The rest is the group's (kcoord/consumer/group.py):
+  FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
+  GROUP_MAX_SIZE_REACHED. The assignment is sent on full requests (joining, or all of
+  RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set) and when it changed.
+- ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not exist or are not consumer
+  groups; v1 adds MemberType (1: consumer protocol, 0: classic protocol).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import re2
+
+from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
+from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_with
+from kcoord.apis.services import Services
+from kcoord.classic.group import GroupState
+from kcoord.classic.records import GroupMetadataKey
+from kcoord.classic.store import ClassicGroups
+from kcoord.consumer.group import ConsumerGroup, HeartbeatRequest, HeartbeatResult
+from kcoord.consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+)
+from kcoord.consumer.store import ConsumerGroups
+from kcoord.groups.store import GroupStore
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import register_schema_pair
+from kcoord.runtime.outcome import Outcome
+
+_, _HBResp = register_schema_pair("ConsumerGroupHeartbeat")
+_, _DResp = register_schema_pair("ConsumerGroupDescribe")
+
+CONSUMER = ConsumerGroups.group_type
+MEMBER_TYPE_CLASSIC = 0
+MEMBER_TYPE_CONSUMER = 1
+
+
+# --- ConsumerGroupHeartbeat ----------------------------------------------------------------------
+def _hb_error(code: int, message: str | None, member_id: str | None = None) -> Any:
+    return _HBResp(
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        member_id=member_id,
+        member_epoch=0,
+        heartbeat_interval_ms=0,
+        assignment=None,
+    )
+
+
+def _invalid(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, str] | None:
+    """Kafka 4.3's throwIfConsumerGroupHeartbeatRequestIsInvalid, in its order."""
+    epoch = req.member_epoch
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and req.member_id == "":
+        return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
+    for value, what in ((req.group_id, "GroupId"), (req.instance_id, "InstanceId"), (req.rack_id, "RackId")):
+        if value is not None and value.strip() == "":
+            return ErrorCode.INVALID_REQUEST, f"{what} can't be empty."
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        if req.rebalance_timeout_ms == -1:
+            return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
+        if req.topic_partitions is None or req.topic_partitions:
+            return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+        regex = req.subscribed_topic_regex if version >= 1 else None
+        if req.subscribed_topic_names is None and regex is None:
+            return (
+                ErrorCode.INVALID_REQUEST,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            )
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if req.instance_id is None:
+            return ErrorCode.INVALID_REQUEST, "InstanceId can't be null."
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid."
+    if req.server_assignor is not None and req.server_assignor not in assignors:
+        supported = ", ".join(assignors)
+        return (
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {supported}.",
+        )
+    regex = req.subscribed_topic_regex if version >= 1 else None
+    if regex:
+        try:
+            re2.compile(regex)
+        except re2.error as e:
+            return (
+                ErrorCode.INVALID_REGULAR_EXPRESSION,
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
+            )
+    return None
+
+
+def _assignment(assignment: Any) -> Any:
+    return _HBResp.Assignment(
+        topic_partitions=[
+            _HBResp.Assignment.TopicPartitions(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
+        ]
+    )
+
+
+def _hb_response(result: HeartbeatResult) -> Any:
+    if result.error:
+        return _hb_error(result.error, result.message, result.member_id or None)
+    return _HBResp(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=None if result.assignment is None else _assignment(result.assignment),
+    )
+
+
+def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
+    v = ctx.api_version
+    config = services.groups.state_for(req.group_id or "").kind(ConsumerGroups).config
+    invalid = _invalid(req, v, config.assignors)
+    if invalid is not None:
+        return _hb_error(invalid[0], invalid[1], req.member_id or None)
+    gid = req.group_id
+    owned = None
+    if req.topic_partitions is not None:
+        owned = {tp.topic_id: frozenset(tp.partitions) for tp in req.topic_partitions}
+    hb = HeartbeatRequest(
+        member_id=req.member_id or str(uuid.uuid4()),
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=(
+            tuple(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None
+        ),
+        subscribed_topic_regex=req.subscribed_topic_regex if v >= 1 else None,
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host="/" + ctx.client_host,
+    )
+    reply, respond = reply_with(_hb_response)
+    topics = services.partitions
+
+    def op(store: GroupStore, now: int) -> Outcome:
+        out = Outcome()
+        groups = store.kind(ConsumerGroups)
+        group = groups.get(gid)
+        if group is None and hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            out.records += _take_over_empty_classic(store, gid, now)
+            group = groups.get_or_create(gid)
+        if group is None:
+            message = (
+                f"Group {gid} is not a consumer group."
+                if store.group_type(gid) is not None
+                else f"Group {gid} not found."
+            )
+            out.respond(respond, HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, hb.member_id))
+            return out
+        result, records = group.heartbeat(hb, groups.config, topics, now)
+        if not records and not group.members and group.group_epoch == 0:
+            groups.groups.pop(gid, None)  # a join that failed leaves no group behind
+        out.records += records
+        out.respond(respond, result)
+        return out
+
+    services.groups.tell(gid, op)
+    return reply
+
+
+def _take_over_empty_classic(store: GroupStore, group_id: str, now: int) -> list[Any]:
+    """An empty classic group (a simple consumer's offsets, or a group whose members all left)
+    becomes a consumer group, as Kafka converts it: its tombstone; the offsets stay. The tombstone
+    is applied at once (its replay after the operation then changes nothing), so that the consumer
+    group can take the id in the same operation."""
+    classic = store.kind(ClassicGroups).get(group_id)
+    if classic is None or not classic.is_in(GroupState.EMPTY) or classic.members:
+        return []
+    tombstone = (GroupMetadataKey(group_id), None)
+    store.replay(*tombstone, now)
+    return [tombstone]
+
+
+def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _hb_error(code, message, req.member_id or None)
+
+
+# --- ConsumerGroupDescribe ---------------------------------------------------------------------
+_Described = _DResp.DescribedGroup
+_DMember = _Described.Member
+_DAssignment = _DMember.Assignment
+_DTopicPartitions = _DAssignment.TopicPartitions
+
+
+def _described_assignment(services: Services, assignment: Any) -> Any:
+    parts = []
+    for topic_id, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
+        topic = services.partitions.get_by_id(topic_id)
+        name = topic.name if topic else ""
+        parts.append(_DTopicPartitions(topic_id=topic_id, topic_name=name, partitions=sorted(ps)))
+    return _DAssignment(topic_partitions=parts)
+
+
+def _described_member(services: Services, group: ConsumerGroup, m: ConsumerGroupMember) -> Any:
+    return _DMember(
+        member_id=m.member_id,
+        instance_id=m.instance_id,
+        rack_id=m.rack_id,
+        member_epoch=m.member_epoch,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names),
+        subscribed_topic_regex=m.subscribed_topic_regex,
+        assignment=_described_assignment(services, m.assigned_partitions()),
+        target_assignment=_described_assignment(services, group.target.get(m.member_id, {})),
+        member_type=MEMBER_TYPE_CLASSIC if m.uses_classic_protocol else MEMBER_TYPE_CONSUMER,
+    )
+
+
+def _not_found(gid: str, message: str, ops: int) -> Any:
+    return _Described(
+        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+        error_message=message,
+        group_id=gid,
+        group_state="Dead",
+        group_epoch=-1,
+        assignment_epoch=-1,
+        assignor_name="",
+        members=[],
+        authorized_operations=ops,
+    )
+
+
+def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
+    ops = bitfield(GROUP_OPERATIONS) if req.include_authorized_operations else -(2**31)
+    groups = []
+    for gid in req.group_ids:
+        store = services.groups.state_for(gid)
+        kind = store.kind(ConsumerGroups)
+        group = kind.get(gid)
+        if group is None:
+            held = store.held_by_another_type(gid, CONSUMER)
+            message = f"Group {gid} is not a consumer group." if held else f"Group {gid} not found."
+            groups.append(_not_found(gid, message, ops))
+            continue
+        groups.append(
+            _Described(
+                error_code=0,
+                error_message=None,
+                group_id=gid,
+                group_state=group.state.value,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.preferred_assignor(kind.config),
+                members=[_described_member(services, group, m) for m in group.members.values()],
+                authorized_operations=ops,
+            )
+        )
+    return _DResp(throttle_time_ms=0, groups=groups)
+
+
+def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _DResp(
+        throttle_time_ms=0,
+        groups=[
+            _Described(
+                error_code=code,
+                error_message=message,
+                group_id=g,
+                group_state="",
+                group_epoch=-1,
+                assignment_epoch=-1,
+                assignor_name="",
+                members=[],
+            )
+            for g in req.group_ids
+        ],
+    )

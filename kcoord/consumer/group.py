@@ -1,0 +1,753 @@
+"""A KIP-848 consumer group (group.protocol=consumer), as Kafka's ConsumerGroup and the consumer
+part of its GroupMetadataManager.
+
+The group epoch moves whenever membership, a subscription, or the metadata of subscribed topics
+changes; the server-side assignor then computes a new target assignment, stamped with that epoch;
+each member reconciles towards its target on its own heartbeats (reconciliation.py), so that no
+partition is ever owned by two members at once. A member's epoch 0 joins, -1 leaves, -2 is a
+static member leaving for a while (it keeps its assignment for its next instance); a member whose
+session lapses, or that does not revoke partitions within its rebalance timeout, is fenced.
+
+Every change is a record (records.py) and the group changes only by replaying records: an
+operation computes the records of its change, and the runtime applies them through the same
+``replay`` start-up uses. What is not persisted: session and rebalance deadlines (members come
+back from a restart with fresh ones, as Kafka's coordinator does on load) and the last topics
+version seen.
+
+Subscribed topic metadata is summarised by a hash persisted with the group epoch (KIP-1101): a
+topic created, deleted or grown among the subscribed ones changes the hash, which bumps the epoch.
+Regular-expression subscriptions (Kafka uses RE2J) are resolved with RE2 against the topic names
+whenever the topics change, and their resolution is persisted (record type 16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+import re2
+
+from kcoord.consumer.assignors import ASSIGNORS, GroupSpec, MemberSubscription, PartitionAssignorError
+from kcoord.consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    MemberState,
+    TargetAssignment,
+)
+from kcoord.consumer.reconciliation import FencedMemberEpoch, reconcile
+from kcoord.consumer.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    TopicPartitions,
+)
+from kcoord.groups.records import OffsetCommitValue
+from kcoord.groups.topics import TopicsView
+from kcoord.protocol.errors import ErrorCode
+from kcoord.runtime.outcome import Record
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int  # -1: unchanged
+    subscribed_topic_names: tuple[str, ...] | None  # None: unchanged
+    subscribed_topic_regex: str | None  # None: unchanged
+    server_assignor: str | None  # None: unchanged
+    owned: Mapping[uuid.UUID, Collection[int]] | None  # None: not sent
+    client_id: str
+    client_host: str
+
+
+@dataclass
+class HeartbeatResult:
+    error: int = 0
+    message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TargetAssignment | None = None  # None: not sent (unchanged)
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _tp(assignment: Mapping[uuid.UUID, Collection[int]]) -> tuple[TopicPartitions, ...]:
+    return tuple(
+        TopicPartitions(t, tuple(sorted(ps)))
+        for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
+        if ps
+    )
+
+
+def _target_of(value: ConsumerGroupTargetAssignmentMemberValue) -> dict[uuid.UUID, frozenset[int]]:
+    return {tp.topic_id: frozenset(tp.partitions) for tp in value.topic_partitions}
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.target: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+        self.owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> the member that owns it
+        self.subscribed_names: Counter[str] = Counter()  # subscribed topic names, by members
+        self.regex_subscribers: Counter[str] = Counter()
+        self.server_assignors: Counter[str] = Counter()
+        self.regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}  # resolved
+        self.dead = False
+        # Not persisted.
+        self.session_deadlines: dict[str, int] = {}
+        self.rebalance_deadlines: dict[str, tuple[int, int]] = {}  # member -> (deadline, epoch)
+        self.topics_version = -1  # the topics version the metadata hash was checked against
+
+    # --- facts ---------------------------------------------------------------------------------
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        epoch = self.assignment_epoch
+        if any(not m.is_reconciled_to(epoch) for m in self.members.values()):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def preferred_assignor(self, config: ConsumerGroupConfig) -> str:
+        if self.server_assignors:
+            return max(sorted(self.server_assignors), key=lambda n: self.server_assignors[n])
+        return config.assignors[0]
+
+    def subscribed_topics(self) -> set[str]:
+        names = {n for n, c in self.subscribed_names.items() if c > 0}
+        for regex, resolved in self.regexes.items():
+            if self.regex_subscribers.get(regex):
+                names.update(resolved.topics)
+        return names
+
+    # --- offsets (Kafka's Group interface) -----------------------------------------------------
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if self.subscribed_names.get(topic, 0) > 0:
+            return True
+        return any(
+            self.regex_subscribers.get(regex) and topic in resolved.topics
+            for regex, resolved in self.regexes.items()
+        )
+
+    def offset_expiration_base(self) -> Callable[[OffsetCommitValue], int] | None:
+        return None if self.dead else _commit_time
+
+    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a commit without member (epoch < 0) is
+        accepted while the group has no member; otherwise the member must be known and its epoch
+        current (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a member on the classic protocol)."""
+        if self.dead:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_epoch < 0 and not self.members:
+            return 0
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not member.uses_classic_protocol and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return (
+                ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+            )
+        return 0
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        if member_id is None and member_epoch < 0:
+            return 0
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return (
+                ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+            )
+        return 0
+
+    # --- replay (the only way the group changes) -----------------------------------------------
+    def replay_epoch(self, value: ConsumerGroupMetadataValue) -> None:
+        self.group_epoch = value.epoch
+        self.metadata_hash = value.metadata_hash
+
+    def replay_member(self, member_id: str, updated: ConsumerGroupMember | None) -> None:
+        old = self.members.get(member_id)
+        if old is not None:
+            self._forget(old)
+        if updated is None:
+            self.members.pop(member_id, None)
+            self.session_deadlines.pop(member_id, None)
+            self.rebalance_deadlines.pop(member_id, None)
+            return
+        self.members[member_id] = updated
+        for name in updated.subscribed_topic_names:
+            self.subscribed_names[name] += 1
+        if updated.subscribed_topic_regex is not None:
+            self.regex_subscribers[updated.subscribed_topic_regex] += 1
+        if updated.server_assignor is not None:
+            self.server_assignors[updated.server_assignor] += 1
+        if updated.instance_id is not None:
+            self.static_members[updated.instance_id] = member_id
+        for topic_id, parts in (*updated.assigned.items(), *updated.pending_revocation.items()):
+            for p in parts:
+                self.owners[(topic_id, p)] = member_id
+
+    def _forget(self, old: ConsumerGroupMember) -> None:
+        for name in old.subscribed_topic_names:
+            self.subscribed_names[name] -= 1
+            if self.subscribed_names[name] <= 0:
+                del self.subscribed_names[name]
+        for counter, key in (
+            (self.regex_subscribers, old.subscribed_topic_regex),
+            (self.server_assignors, old.server_assignor),
+        ):
+            if key is not None:
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+            del self.static_members[old.instance_id]
+        for topic_id, parts in (*old.assigned.items(), *old.pending_revocation.items()):
+            for p in parts:
+                if self.owners.get((topic_id, p)) == old.member_id:
+                    del self.owners[(topic_id, p)]
+
+    # --- records -------------------------------------------------------------------------------
+    def _member_records(self, member: ConsumerGroupMember) -> list[Record]:
+        return [
+            (ConsumerGroupMemberMetadataKey(self.group_id, member.member_id), member.metadata_value()),
+        ]
+
+    def _assignment_record(self, member: ConsumerGroupMember) -> Record:
+        return ConsumerGroupCurrentMemberAssignmentKey(
+            self.group_id, member.member_id
+        ), member.assignment_value()
+
+    def _removal_records(self, member_id: str) -> list[Record]:
+        """Kafka's removeMember: current assignment, target assignment, then the member."""
+        g = self.group_id
+        return [
+            (ConsumerGroupCurrentMemberAssignmentKey(g, member_id), None),
+            (ConsumerGroupTargetAssignmentMemberKey(g, member_id), None),
+            (ConsumerGroupMemberMetadataKey(g, member_id), None),
+        ]
+
+    def tombstones(self) -> list[Record]:
+        """Every record of the group, deleted (Kafka's createGroupTombstoneRecords)."""
+        g = self.group_id
+        out: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(g, m), None) for m in self.members]
+        out += [(ConsumerGroupTargetAssignmentMemberKey(g, m), None) for m in self.members]
+        out.append((ConsumerGroupTargetAssignmentMetadataKey(g), None))
+        out += [(ConsumerGroupMemberMetadataKey(g, m), None) for m in self.members]
+        out += [(ConsumerGroupRegularExpressionKey(g, r), None) for r in self.regexes]
+        out.append((ConsumerGroupMetadataKey(g), None))
+        return out
+
+    # --- heartbeat -----------------------------------------------------------------------------
+    def heartbeat(
+        self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        try:
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(req, config, topics)
+            return self._heartbeat(req, config, topics, now)
+        except HeartbeatError as e:
+            return HeartbeatResult(e.code, e.message, member_id=req.member_id), []
+
+    def _heartbeat(
+        self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        records: list[Record] = []
+        joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        if len(self.members) >= config.max_size and req.member_id not in self.members:
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+            )
+        replaced: str | None = None  # the static member this one takes the place of
+        if req.instance_id is None:
+            member = self._dynamic_member(req, joining)
+        else:
+            member, replaced = self._static_member(req, joining)
+            if replaced is not None:
+                records += self._removal_records(replaced)
+        updated = dataclasses.replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms
+            if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor
+            if req.server_assignor is not None
+            else member.server_assignor,
+            subscribed_topic_names=(
+                tuple(sorted(set(req.subscribed_topic_names)))
+                if req.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (req.subscribed_topic_regex or None)
+                if req.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            client_id=req.client_id,
+            client_host=req.client_host,
+            classic_member_metadata=None,
+        )
+        bump = False
+        if updated.metadata_value() != member.metadata_value() or replaced is not None:
+            records += self._member_records(updated)
+            if replaced is not None:
+                # The new instance starts from what the previous one was assigned.
+                records.append(
+                    (
+                        ConsumerGroupTargetAssignmentMemberKey(self.group_id, updated.member_id),
+                        ConsumerGroupTargetAssignmentMemberValue(_tp(self.target.get(replaced, {}))),
+                    )
+                )
+                records.append(self._assignment_record(updated))
+            bump = (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        # Subscribed topics: resolve new or stale regular expressions, then check the metadata.
+        group_epoch = self.group_epoch
+        metadata_hash = self.metadata_hash
+        if bump or topics.version != self.topics_version:
+            regexes, regex_records = self._resolve_regexes(member, updated, topics, now)
+            records += regex_records
+            metadata_hash = self._metadata_hash(member, updated, regexes, topics)
+            self.topics_version = topics.version
+            if metadata_hash != self.metadata_hash:
+                bump = True
+        if bump:
+            group_epoch += 1
+            records.append(
+                (
+                    ConsumerGroupMetadataKey(self.group_id),
+                    ConsumerGroupMetadataValue(group_epoch, metadata_hash),
+                )
+            )
+        # The target assignment, computed again when the group epoch moved past it.
+        if group_epoch > self.assignment_epoch:
+            target, target_records = self._new_target(
+                group_epoch, member, updated, replaced, config, topics, now
+            )
+            records += target_records
+            target_epoch = group_epoch
+        else:
+            target_epoch = self.assignment_epoch
+            target = self.target.get(updated.member_id, {})
+        # Reconcile the member towards its target.
+        before = updated
+        subscribed_ids = self._subscribed_ids(updated, topics)
+        owners = self.owners
+        member_id = updated.member_id
+
+        def owner_of(topic_id: uuid.UUID, p: int) -> str | None:
+            owner = owners.get((topic_id, p))
+            return member_id if owner is not None and owner == replaced else owner
+
+        try:
+            reconciled = reconcile(updated, target_epoch, target, owner_of, req.owned, subscribed_ids)
+        except FencedMemberEpoch as e:
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
+        if (
+            reconciled.member_epoch,
+            reconciled.previous_member_epoch,
+            reconciled.state,
+            reconciled.assigned,
+            reconciled.pending_revocation,
+        ) != (
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.state,
+            member.assigned,
+            member.pending_revocation,
+        ) or joining:
+            records.append(self._assignment_record(reconciled))
+        # Deadlines (not persisted).
+        self.session_deadlines[member_id] = now + config.session_timeout_ms
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            current = self.rebalance_deadlines.get(member_id)
+            if current is None or current[1] != reconciled.member_epoch:
+                self.rebalance_deadlines[member_id] = (
+                    now + max(reconciled.rebalance_timeout_ms, 0),
+                    reconciled.member_epoch,
+                )
+        else:
+            self.rebalance_deadlines.pop(member_id, None)
+        full = joining or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.owned is not None
+        )
+        changed = reconciled.assigned != before.assigned
+        return (
+            HeartbeatResult(
+                member_id=member_id,
+                member_epoch=reconciled.member_epoch,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+                assignment=reconciled.assigned_partitions() if full or changed else None,
+            ),
+            records,
+        )
+
+    def _dynamic_member(self, req: HeartbeatRequest, joining: bool) -> ConsumerGroupMember:
+        member = self.members.get(req.member_id)
+        if member is None:
+            if not joining:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {self.group_id}.",
+                )
+            return ConsumerGroupMember(req.member_id)
+        _check_epoch(member, req)
+        return member
+
+    def _static_member(self, req: HeartbeatRequest, joining: bool) -> tuple[ConsumerGroupMember, str | None]:
+        assert req.instance_id is not None
+        existing_id = self.static_members.get(req.instance_id)
+        existing = self.members.get(existing_id) if existing_id is not None else None
+        if joining:
+            if existing is None:
+                return self.members.get(req.member_id) or ConsumerGroupMember(req.member_id), None
+            if existing.member_id == req.member_id:
+                return existing, None
+            if (
+                existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                and not existing.uses_classic_protocol
+            ):
+                raise HeartbeatError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {existing.member_id} with instance id {req.instance_id} "
+                    "is not released and cannot be replaced yet.",
+                )
+            # The new instance takes the place of the previous one, with its assignment.
+            replacement = dataclasses.replace(
+                existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0
+            )
+            return replacement, existing.member_id
+        if existing is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if existing.member_id != req.member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        _check_epoch(existing, req)
+        return existing, None
+
+    # --- subscriptions and metadata ------------------------------------------------------------
+    def _resolve_regexes(
+        self, member: ConsumerGroupMember, updated: ConsumerGroupMember, topics: TopicsView, now: int
+    ) -> tuple[dict[str, ConsumerGroupRegularExpressionValue], list[Record]]:
+        """The regexes subscribed after this heartbeat, resolved against the current topics;
+        records for resolutions that changed and for regexes nobody subscribes to any more."""
+        counts = Counter({r: c for r, c in self.regex_subscribers.items() if c > 0})
+        if member.member_id in self.members and member.subscribed_topic_regex is not None:
+            counts[member.subscribed_topic_regex] -= 1
+        if updated.subscribed_topic_regex is not None:
+            counts[updated.subscribed_topic_regex] += 1
+        records: list[Record] = []
+        resolved: dict[str, ConsumerGroupRegularExpressionValue] = {}
+        names: list[str] | None = None
+        for regex in sorted(r for r, c in counts.items() if c > 0):
+            current = self.regexes.get(regex)
+            if current is not None and current.version == topics.version:
+                resolved[regex] = current
+                continue
+            if names is None:
+                names = sorted(topics.names())
+            pattern = re2.compile(regex)
+            matched = tuple(n for n in names if pattern.fullmatch(n) is not None)
+            value = ConsumerGroupRegularExpressionValue(matched, topics.version, now)
+            resolved[regex] = value
+            if current is None or current.topics != matched or current.version != value.version:
+                records.append((ConsumerGroupRegularExpressionKey(self.group_id, regex), value))
+        for regex in self.regexes:
+            if regex not in resolved:
+                records.append((ConsumerGroupRegularExpressionKey(self.group_id, regex), None))
+        return resolved, records
+
+    def _metadata_hash(
+        self,
+        member: ConsumerGroupMember | None,
+        updated: ConsumerGroupMember | None,
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
+        topics: TopicsView,
+    ) -> int:
+        """A hash of the subscribed topics' ids and partition counts (KIP-1101's metadata hash),
+        with ``member`` replaced by ``updated`` (either may be None: a member joining or leaving)."""
+        names = Counter({n: c for n, c in self.subscribed_names.items() if c > 0})
+        if member is not None and member.member_id in self.members:
+            names.subtract(member.subscribed_topic_names)
+        if updated is not None:
+            names.update(updated.subscribed_topic_names)
+        subscribed = {n for n, c in names.items() if c > 0}
+        for value in regexes.values():
+            subscribed.update(value.topics)
+        if not subscribed:
+            return 0
+        digest = hashlib.blake2b(digest_size=8)
+        for name in sorted(subscribed):
+            found = topics.lookup(name)
+            if found is not None:
+                digest.update(f"{name}\0{found[0]}\0{found[1]}\n".encode())
+        return int.from_bytes(digest.digest(), "big", signed=True)
+
+    def _subscribed_ids(self, member: ConsumerGroupMember, topics: TopicsView) -> set[uuid.UUID]:
+        ids = set()
+        names = list(member.subscribed_topic_names)
+        if member.subscribed_topic_regex is not None:
+            resolved = self.regexes.get(member.subscribed_topic_regex)
+            if resolved is not None:
+                names += resolved.topics
+        for name in names:
+            found = topics.lookup(name)
+            if found is not None:
+                ids.add(found[0])
+        return ids
+
+    def _new_target(
+        self,
+        group_epoch: int,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        replaced: str | None,
+        config: ConsumerGroupConfig,
+        topics: TopicsView,
+        now: int,
+    ) -> tuple[TargetAssignment, list[Record]]:
+        """Kafka's TargetAssignmentBuilder: the assignor's answer for every member, with a record
+        for each member whose target changed, then the target assignment epoch."""
+        members = dict(self.members)
+        if replaced is not None:
+            members.pop(replaced, None)
+        members[updated.member_id] = updated
+        assignors = dict(self.server_assignors)
+        if member.member_id in self.members and member.server_assignor is not None:
+            assignors[member.server_assignor] -= 1
+        if updated.server_assignor is not None:
+            assignors[updated.server_assignor] = assignors.get(updated.server_assignor, 0) + 1
+        live = {n: c for n, c in assignors.items() if c > 0}
+        name = max(sorted(live), key=lambda n: live[n]) if live else config.assignors[0]
+        assignor = ASSIGNORS[name]
+        subscriptions: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+        counts: dict[uuid.UUID, int] = {}
+        specs = {}
+        for mid, m in members.items():
+            key = (m.subscribed_topic_names, m.subscribed_topic_regex)
+            ids = subscriptions.get(key)
+            if ids is None:
+                names = list(m.subscribed_topic_names)
+                if m.subscribed_topic_regex is not None:
+                    resolved = self.regexes.get(m.subscribed_topic_regex)
+                    if resolved is not None:
+                        names += resolved.topics
+                found_ids = set()
+                for n in names:
+                    found = topics.lookup(n)
+                    if found is not None:
+                        found_ids.add(found[0])
+                        counts[found[0]] = found[1]
+                ids = subscriptions[key] = frozenset(found_ids)
+            current = self.target.get(replaced if mid == updated.member_id and replaced else mid, {})
+            specs[mid] = MemberSubscription(ids, current, m.rack_id, m.instance_id)
+        try:
+            new = assignor.assign(GroupSpec(specs), counts)
+        except PartitionAssignorError as e:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment: {e}"
+            ) from e
+        records: list[Record] = []
+        for mid in members:
+            assignment = new.get(mid, {})
+            if (mid == updated.member_id and replaced is not None) or assignment != self.target.get(mid, {}):
+                records.append(
+                    (
+                        ConsumerGroupTargetAssignmentMemberKey(self.group_id, mid),
+                        ConsumerGroupTargetAssignmentMemberValue(_tp(assignment)),
+                    )
+                )
+        records.append(
+            (
+                ConsumerGroupTargetAssignmentMetadataKey(self.group_id),
+                ConsumerGroupTargetAssignmentMetadataValue(group_epoch, now),
+            )
+        )
+        return new.get(updated.member_id, {}), records
+
+    # --- leaving and fencing -------------------------------------------------------------------
+    def _leave(
+        self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        result = HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
+        if req.instance_id is None:
+            if req.member_id not in self.members:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {self.group_id}.",
+                )
+            return result, self.fence([req.member_id], topics)
+        existing_id = self.static_members.get(req.instance_id)
+        existing = self.members.get(existing_id) if existing_id is not None else None
+        if existing is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if existing.member_id != req.member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Leaves for a while: keeps its assignment (nothing pending revocation) for its next instance.
+            leaving = dataclasses.replace(
+                existing, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={}
+            )
+            return (
+                HeartbeatResult(member_id=existing.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
+                [self._assignment_record(leaving)],
+            )
+        return result, self.fence([existing.member_id], topics)
+
+    def fence(self, member_ids: Collection[str], topics: TopicsView) -> list[Record]:
+        """Remove members (they left, or their session or rebalance timeout lapsed): their records
+        go, and the group epoch moves so that their partitions are assigned again."""
+        gone = [m for m in member_ids if m in self.members]
+        if not gone:
+            return []
+        records: list[Record] = []
+        names = Counter({n: c for n, c in self.subscribed_names.items() if c > 0})
+        regexes = Counter({r: c for r, c in self.regex_subscribers.items() if c > 0})
+        for member_id in sorted(gone):
+            records += self._removal_records(member_id)
+            member = self.members[member_id]
+            names.subtract(member.subscribed_topic_names)
+            if member.subscribed_topic_regex is not None:
+                regexes[member.subscribed_topic_regex] -= 1
+        still = {r: v for r, v in self.regexes.items() if regexes.get(r, 0) > 0}
+        for regex in self.regexes:
+            if regex not in still:
+                records.append((ConsumerGroupRegularExpressionKey(self.group_id, regex), None))
+        subscribed = ConsumerGroupMember(
+            "", subscribed_topic_names=tuple(n for n, c in names.items() if c > 0)
+        )
+        metadata_hash = (
+            self._metadata_hash(None, subscribed, still, topics) if len(gone) < len(self.members) else 0
+        )
+        records.append(
+            (
+                ConsumerGroupMetadataKey(self.group_id),
+                ConsumerGroupMetadataValue(self.group_epoch + 1, metadata_hash),
+            )
+        )
+        return records
+
+    # --- timers --------------------------------------------------------------------------------
+    def next_deadline(self) -> int | None:
+        deadlines = list(self.session_deadlines.values())
+        deadlines += [d for d, _ in self.rebalance_deadlines.values()]
+        return min(deadlines) if deadlines else None
+
+    def on_timer(self, now: int, topics: TopicsView) -> list[Record]:
+        """Fence members whose session lapsed, or that did not revoke in their rebalance timeout."""
+        expired = {m for m, d in self.session_deadlines.items() if d <= now}
+        expired |= {
+            m
+            for m, (d, epoch) in self.rebalance_deadlines.items()
+            if d <= now and m in self.members and self.members[m].member_epoch == epoch
+        }
+        for m in [m for m, (d, _) in self.rebalance_deadlines.items() if d <= now]:
+            del self.rebalance_deadlines[m]
+        for m in expired:
+            self.session_deadlines.pop(m, None)
+        return self.fence(expired, topics)
+
+    def start_timers(self, now: int, config: ConsumerGroupConfig) -> None:
+        """After a restart: every member on a fresh session, revocations on a fresh timeout."""
+        for mid, m in self.members.items():
+            self.session_deadlines[mid] = now + config.session_timeout_ms
+            if m.state is MemberState.UNREVOKED_PARTITIONS:
+                self.rebalance_deadlines[mid] = (now + max(m.rebalance_timeout_ms, 0), m.member_epoch)
+
+
+def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may lag one epoch behind (it did
+    not get the last answer) as long as it owns only partitions it still has."""
+    epoch = req.member_epoch
+    if epoch > member.member_epoch:
+        raise HeartbeatError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({epoch}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if epoch < member.member_epoch and (
+        epoch != member.previous_member_epoch or not _owns_subset(req.owned, member)
+    ):
+        raise HeartbeatError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _owns_subset(owned: Mapping[uuid.UUID, Collection[int]] | None, member: ConsumerGroupMember) -> bool:
+    if owned is None:
+        return False
+    for topic_id, parts in owned.items():
+        assigned = member.assigned.get(topic_id)
+        if assigned is None or any(p not in assigned for p in parts):
+            return False
+    return True
+
+
+def _commit_time(value: OffsetCommitValue) -> int:
+    return value.commit_timestamp
