@@ -157,26 +157,13 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
         client_host="/" + ctx.client_host,
     )
     reply, respond = reply_with(_hb_response)
-    topics = services.partitions
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
         groups = store.kind(ConsumerGroups)
-        group = groups.get(gid)
-        if group is None and hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH and groups.get(gid) is None:
             out.records += _take_over_empty_classic(store, gid, now)
-            group = groups.get_or_create(gid)
-        if group is None:
-            message = (
-                f"Group {gid} is not a consumer group."
-                if store.group_type(gid) is not None
-                else f"Group {gid} not found."
-            )
-            out.respond(respond, HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, hb.member_id))
-            return out
-        result, records = group.heartbeat(hb, groups.config, topics, now)
-        if not records and not group.members and group.group_epoch == 0:
-            groups.groups.pop(gid, None)  # a join that failed leaves no group behind
+        result, records = groups.heartbeat(gid, hb, now)
         out.records += records
         out.respond(respond, result)
         return out

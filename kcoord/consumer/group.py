@@ -359,6 +359,7 @@ class ConsumerGroup:
         # Subscribed topics: resolve new or stale regular expressions, then check the metadata.
         group_epoch = self.group_epoch
         metadata_hash = self.metadata_hash
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue] = self.regexes
         if bump or topics.version != self.topics_version:
             regexes, regex_records = self._resolve_regexes(member, updated, topics, now)
             records += regex_records
@@ -377,16 +378,17 @@ class ConsumerGroup:
         # The target assignment, computed again when the group epoch moved past it.
         if group_epoch > self.assignment_epoch:
             target, target_records = self._new_target(
-                group_epoch, member, updated, replaced, config, topics, now
+                group_epoch, member, updated, replaced, regexes, config, topics, now
             )
             records += target_records
             target_epoch = group_epoch
         else:
             target_epoch = self.assignment_epoch
-            target = self.target.get(updated.member_id, {})
+            # A static member's new instance takes the target of the one it replaces.
+            target = self.target.get(replaced or updated.member_id, {})
         # Reconcile the member towards its target.
         before = updated
-        subscribed_ids = self._subscribed_ids(updated, topics)
+        subscribed_ids = self._subscribed_ids(updated, regexes, topics)
         owners = self.owners
         member_id = updated.member_id
 
@@ -543,11 +545,16 @@ class ConsumerGroup:
                 digest.update(f"{name}\0{found[0]}\0{found[1]}\n".encode())
         return int.from_bytes(digest.digest(), "big", signed=True)
 
-    def _subscribed_ids(self, member: ConsumerGroupMember, topics: TopicsView) -> set[uuid.UUID]:
+    def _subscribed_ids(
+        self,
+        member: ConsumerGroupMember,
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
+        topics: TopicsView,
+    ) -> set[uuid.UUID]:
         ids = set()
         names = list(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:
-            resolved = self.regexes.get(member.subscribed_topic_regex)
+            resolved = regexes.get(member.subscribed_topic_regex)
             if resolved is not None:
                 names += resolved.topics
         for name in names:
@@ -562,6 +569,7 @@ class ConsumerGroup:
         member: ConsumerGroupMember,
         updated: ConsumerGroupMember,
         replaced: str | None,
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
         config: ConsumerGroupConfig,
         topics: TopicsView,
         now: int,
@@ -589,7 +597,7 @@ class ConsumerGroup:
             if ids is None:
                 names = list(m.subscribed_topic_names)
                 if m.subscribed_topic_regex is not None:
-                    resolved = self.regexes.get(m.subscribed_topic_regex)
+                    resolved = regexes.get(m.subscribed_topic_regex)
                     if resolved is not None:
                         names += resolved.topics
                 found_ids = set()

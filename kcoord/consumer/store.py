@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kcoord.consumer.group import ConsumerGroup, ConsumerGroupConfig
-from kcoord.consumer.member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember
+from kcoord.consumer.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
+from kcoord.consumer.member import JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember
 from kcoord.consumer.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -31,6 +31,7 @@ from kcoord.consumer.records import (
 )
 from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.groups.topics import TopicsView
+from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -66,6 +67,23 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
     def _create(self, group_id: str) -> ConsumerGroup:
         group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
+
+    def heartbeat(
+        self, group_id: str, req: HeartbeatRequest, now: int
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        """ConsumerGroupHeartbeat on a group of this kind: a join (epoch 0) creates the group when
+        no group of any type has the id; otherwise GROUP_ID_NOT_FOUND for an unknown group."""
+        group = self.groups.get(group_id)
+        if group is None and req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            group = self.get_or_create(group_id)
+        if group is None:
+            held = self.namespace.group_type(group_id) is not None
+            message = f"Group {group_id} is not a consumer group." if held else f"Group {group_id} not found."
+            return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, req.member_id), []
+        result, records = group.heartbeat(req, self.config, self.topics, now)
+        if not records and not group.members and group.group_epoch == 0:
+            self.groups.pop(group_id, None)  # a join that failed leaves no group behind
+        return result, records
 
     def _group(self, group_id: str) -> ConsumerGroup:
         return self.groups.get(group_id) or self._create(group_id)
@@ -201,6 +219,12 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
                 dict(g.members),
                 dict(g.target),
                 dict(g.regexes),
+                # The indexes replay keeps beside the records: a replay that forgot one differs.
+                dict(g.static_members),
+                dict(g.owners),
+                +g.subscribed_names,
+                +g.regex_subscribers,
+                +g.server_assignors,
             )
             for gid, g in self.groups.items()
         }

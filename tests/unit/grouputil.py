@@ -10,6 +10,7 @@ the log through ``CoordinatorShard.load``, as the broker does on start.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from kcoord.classic.member import JoinResult, SyncResult
 from kcoord.classic.store import ClassicGroups
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
+from kcoord.consumer.group import HeartbeatRequest, HeartbeatResult
+from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol import records as batches
@@ -60,9 +63,22 @@ class FakeTopics:
     """Topics as groups see them, from a dict name -> (id, partition count) a test may change."""
 
     def __init__(self, topics: dict[str, tuple[Any, int]] | Callable[[str], Any] | None = None) -> None:
-        self._lookup = topics if callable(topics) else (topics or {}).get
-        self._names = None if callable(topics) else topics
+        names = None if callable(topics) else ({} if topics is None else topics)
+        self._lookup = topics if callable(topics) else names.get  # type: ignore[union-attr]
+        self._names = names
         self.version = 0
+
+    def put(self, name: str, partitions: int) -> None:
+        """Create a topic, or give it more partitions (the data plane's version moves)."""
+        assert isinstance(self._names, dict)
+        found = self._names.get(name)
+        self._names[name] = (found[0] if found else uuid.uuid5(uuid.NAMESPACE_OID, name), partitions)
+        self.version += 1
+
+    def delete(self, name: str) -> None:
+        assert isinstance(self._names, dict)
+        del self._names[name]
+        self.version += 1
 
     def lookup(self, name: str) -> Any:
         return self._lookup(name)
@@ -71,13 +87,17 @@ class FakeTopics:
         return list(self._names or {})
 
 
-def new_store(config: GroupConfig, topics: Any = None, records_available: Any = None) -> GroupStore:
-    """The GroupStore the broker builds for a coordinator partition, with ``config``'s group rules."""
+def new_store(
+    config: GroupConfig, topics: Any = None, records_available: Any = None, **settings: Any
+) -> GroupStore:
+    """The GroupStore the broker builds for a coordinator partition, with ``config``'s classic
+    group rules and broker ``settings`` (BrokerConfig field names)."""
     broker_config = BrokerConfig(
         group_min_session_timeout_ms=config.min_session_timeout_ms,
         group_max_session_timeout_ms=config.max_session_timeout_ms,
         group_initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
         group_max_size=config.max_size,
+        **settings,
     )
     view = topics if isinstance(topics, FakeTopics) else FakeTopics(topics)
     return group_store(broker_config, view, records_available or (lambda _gid: None))
@@ -158,6 +178,19 @@ class Harness:
         g = self.store.get(group_id)
         assert g is not None
         return g
+
+    def consumer_heartbeat(self, group_id: str, req: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat as the handler runs it on the group's kind."""
+        answers: list[HeartbeatResult] = []
+
+        def op(store: GroupStore, now: int) -> Outcome:
+            result, records = store.kind(ConsumerGroups).heartbeat(group_id, req, now)
+            out = Outcome(records=records)
+            out.respond(answers.append, result)
+            return out
+
+        self.run_op(op)
+        return answers[0]
 
     # --- operations -----------------------------------------------------------------------
     def join(
