@@ -42,11 +42,18 @@ GROUP_TYPE = "consumer"
 class ConsumerGroups(GroupsById[ConsumerGroup]):
     group_type = GROUP_TYPE
 
-    def __init__(self, namespace: GroupNamespace, config: ConsumerGroupConfig, topics: TopicsView) -> None:
+    def __init__(
+        self,
+        namespace: GroupNamespace,
+        config: ConsumerGroupConfig,
+        topics: TopicsView,
+        rebalanced: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__()
         self.namespace = namespace
         self.config = config
         self.topics = topics
+        self.rebalanced = rebalanced  # a heartbeat bumped a group epoch (live only, never in replay)
         self.replayers: Mapping[type, Callable[[Any, Any, int], None]] = {
             ConsumerGroupMetadataKey: self._replay_epoch,
             ConsumerGroupPartitionMetadataKey: self._replay_ignored,
@@ -80,9 +87,15 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
             held = self.namespace.group_type(group_id) is not None
             message = f"Group {group_id} is not a consumer group." if held else f"Group {group_id} not found."
             return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, req.member_id), []
+        epoch = group.group_epoch
         result, records = group.heartbeat(req, self.config, self.topics, now)
         if not records and not group.members and group.group_epoch == 0:
             self.groups.pop(group_id, None)  # a join that failed leaves no group behind
+        if req.member_epoch >= 0 and any(  # as Kafka: leaving is no rebalance it counts
+            isinstance(key, ConsumerGroupMetadataKey) and value is not None and value.epoch > epoch
+            for key, value in records
+        ):
+            self.rebalanced()
         return result, records
 
     def _group(self, group_id: str) -> ConsumerGroup:

@@ -13,6 +13,8 @@ import structlog
 from kcoord.apis.services import Services
 from kcoord.clock import Clock, SystemClock
 from kcoord.config import BrokerConfig, Endpoint
+from kcoord.consumer.metrics import register_consumer_group_metrics
+from kcoord.consumer.store import ConsumerGroups
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
@@ -38,12 +40,17 @@ class Broker:
         self.flusher = Flusher(config.log_flush_policy, config.log_flush_interval_ms, config.data_dir)
         self.partitions = PartitionManager(config, self.flusher, self.clock)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        consumer_rebalanced = register_consumer_group_metrics(
+            self.metrics,
+            lambda: (g for store in self.groups.states() for g in store.kind(ConsumerGroups).groups.values()),
+        )
         self.groups = group_runtime(
             config,
             self.flusher,
             self.clock,
             self.partitions,
             lambda group_id: self.share.wake(group_id),
+            consumer_rebalanced,
         )
         self.groups.on_failure = lambda _exc: self.fatal.set()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)

@@ -54,7 +54,10 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
 
 
 def group_store(
-    config: BrokerConfig, topics: TopicsView, records_available: Callable[[str], None]
+    config: BrokerConfig,
+    topics: TopicsView,
+    records_available: Callable[[str], None],
+    consumer_rebalanced: Callable[[], None] = lambda: None,
 ) -> GroupStore:
     """The groups of one ``__consumer_offsets`` partition, every group type plugged in."""
     classic = classic_group_config(config)
@@ -62,7 +65,7 @@ def group_store(
     return GroupStore(
         [
             lambda ns: ClassicGroups(ns, classic),
-            lambda ns: ConsumerGroups(ns, consumer, topics),
+            lambda ns: ConsumerGroups(ns, consumer, topics, consumer_rebalanced),
             lambda ns: ShareGroups(
                 ns, lambda configs: share_partition_config(configs, config), topics.lookup, records_available
             ),
@@ -77,6 +80,7 @@ def group_runtime(
     clock: Clock,
     topics: TopicsView,
     records_available: Callable[[str], None],
+    consumer_rebalanced: Callable[[], None] = lambda: None,
 ) -> CoordinatorRuntime[GroupStore]:
     runtime = CoordinatorRuntime(
         OFFSETS_TOPIC,
@@ -90,7 +94,7 @@ def group_runtime(
             index_interval_bytes=config.log_index_interval_bytes,
         ),
         group_records(),
-        lambda _partition: group_store(config, topics, records_available),
+        lambda _partition: group_store(config, topics, records_available, consumer_rebalanced),
         flusher,
         clock.now_ms,
         LogCleaner(

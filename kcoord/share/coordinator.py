@@ -97,7 +97,7 @@ class ShareCoordinator:
         share = tags(protocol="share")
         m.gauge("group-count", share, lambda: len(self.all_groups()))
         for state in ("Empty", "Stable", "Dead"):
-            m.gauge("group-count", tags(protocol="share", state=state.lower()), self._count_in(state))
+            m.gauge("group-count", tags(protocol="share", state=state), self._count_in(state))
         m.gauge("num-partitions", share, lambda: sum(len(g.partitions) for g in self.all_groups()))
         self.rebalances = m.meter("rebalance", share)
         self.ack_meters = {

@@ -88,7 +88,11 @@ class FakeTopics:
 
 
 def new_store(
-    config: GroupConfig, topics: Any = None, records_available: Any = None, **settings: Any
+    config: GroupConfig,
+    topics: Any = None,
+    records_available: Any = None,
+    consumer_rebalanced: Callable[[], None] = lambda: None,
+    **settings: Any,
 ) -> GroupStore:
     """The GroupStore the broker builds for a coordinator partition, with ``config``'s classic
     group rules and broker ``settings`` (BrokerConfig field names)."""
@@ -100,7 +104,7 @@ def new_store(
         **settings,
     )
     view = topics if isinstance(topics, FakeTopics) else FakeTopics(topics)
-    return group_store(broker_config, view, records_available or (lambda _gid: None))
+    return group_store(broker_config, view, records_available or (lambda _gid: None), consumer_rebalanced)
 
 
 def classic(store: GroupStore) -> ClassicGroups:
