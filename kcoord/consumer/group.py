@@ -383,7 +383,9 @@ class ConsumerGroup:
             target_epoch = group_epoch
         else:
             target_epoch = self.assignment_epoch
-            target = self.target.get(updated.member_id, {})
+            # A static member's new instance has the target of the instance it replaces (Kafka's
+            # ConsumerGroup.targetAssignment(memberId, instanceId)): its own is only being written.
+            target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
         before = updated
         subscribed_ids = self._subscribed_ids(updated, topics)
