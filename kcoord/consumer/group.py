@@ -356,6 +356,11 @@ class ConsumerGroup:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        # Epoch 0 is reserved for joining members: a new group moves away from it on its first join,
+        # whatever the subscription, as Kafka's does (since KAFKA-20268 it creates groups at epoch
+        # 1). A member answered with epoch 0 (an empty subscription: a client-side regex matching
+        # nothing yet) would send its next heartbeat as a join without a join's fields.
+        bump = bump or self.group_epoch == 0
         # Subscribed topics: resolve new or stale regular expressions, then check the metadata.
         group_epoch = self.group_epoch
         metadata_hash = self.metadata_hash
