@@ -364,6 +364,8 @@ class ConsumerGroup:
         # Subscribed topics: resolve new or stale regular expressions, then check the metadata.
         group_epoch = self.group_epoch
         metadata_hash = self.metadata_hash
+        # The resolutions this heartbeat sees (its records are replayed only after it).
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue] = self.regexes
         if bump or topics.version != self.topics_version:
             regexes, regex_records = self._resolve_regexes(member, updated, topics, now)
             records += regex_records
@@ -382,7 +384,7 @@ class ConsumerGroup:
         # The target assignment, computed again when the group epoch moved past it.
         if group_epoch > self.assignment_epoch:
             target, target_records = self._new_target(
-                group_epoch, member, updated, replaced, config, topics, now
+                group_epoch, member, updated, replaced, regexes, config, topics, now
             )
             records += target_records
             target_epoch = group_epoch
@@ -393,7 +395,7 @@ class ConsumerGroup:
             target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
         before = updated
-        subscribed_ids = self._subscribed_ids(updated, topics)
+        subscribed_ids = self._subscribed_ids(updated, regexes, topics)
         owners = self.owners
         member_id = updated.member_id
 
@@ -550,11 +552,16 @@ class ConsumerGroup:
                 digest.update(f"{name}\0{found[0]}\0{found[1]}\n".encode())
         return int.from_bytes(digest.digest(), "big", signed=True)
 
-    def _subscribed_ids(self, member: ConsumerGroupMember, topics: TopicsView) -> set[uuid.UUID]:
+    def _subscribed_ids(
+        self,
+        member: ConsumerGroupMember,
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
+        topics: TopicsView,
+    ) -> set[uuid.UUID]:
         ids = set()
         names = list(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:
-            resolved = self.regexes.get(member.subscribed_topic_regex)
+            resolved = regexes.get(member.subscribed_topic_regex)
             if resolved is not None:
                 names += resolved.topics
         for name in names:
@@ -569,6 +576,7 @@ class ConsumerGroup:
         member: ConsumerGroupMember,
         updated: ConsumerGroupMember,
         replaced: str | None,
+        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
         config: ConsumerGroupConfig,
         topics: TopicsView,
         now: int,
@@ -596,7 +604,7 @@ class ConsumerGroup:
             if ids is None:
                 names = list(m.subscribed_topic_names)
                 if m.subscribed_topic_regex is not None:
-                    resolved = self.regexes.get(m.subscribed_topic_regex)
+                    resolved = regexes.get(m.subscribed_topic_regex)
                     if resolved is not None:
                         names += resolved.topics
                 found_ids = set()

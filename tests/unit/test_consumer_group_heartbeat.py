@@ -6,7 +6,9 @@ hit: ConsumerGroup's heartbeat is driven directly and its records replayed as th
   instanceId));
 - a new group moves away from epoch 0 on its first join, even with an empty subscription (a Java
   consumer subscribed by a java.util.regex.Pattern that matches nothing yet), so the member is
-  never answered with the joining epoch 0.
+  never answered with the joining epoch 0;
+- a regular-expression subscription is assigned the matching topics in the answer to the join
+  that resolved it.
 """
 
 from __future__ import annotations
@@ -105,3 +107,12 @@ def test_first_member_with_empty_subscription_leaves_epoch_0() -> None:
     for key, value in records:
         groups.replay(key, value, 20)
     assert (result.error, result.member_epoch, result.assignment) == (0, 2, {T_ID: frozenset(range(4))})
+
+
+def test_regex_subscription_is_assigned_when_resolved() -> None:
+    groups = new_groups()
+    joined = heartbeat(groups, "m1", 0, {}, now=0, names=(), regex="u-.*")
+    assert (joined.error, joined.member_epoch, joined.assignment) == (0, 1, {U_ID: frozenset(range(2))})
+    group = groups.groups["g"]
+    assert group.regexes["u-.*"].topics == ("u-1",)
+    assert group.target == {"m1": {U_ID: frozenset(range(2))}}
