@@ -356,9 +356,15 @@ class ConsumerGroup:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        # Epoch 0 is reserved for joining members: a new group moves away from it on its first join,
+        # whatever the subscription, as Kafka's does (since KAFKA-20268 it creates groups at epoch
+        # 1). A member answered with epoch 0 (an empty subscription: a client-side regex matching
+        # nothing yet) would send its next heartbeat as a join without a join's fields.
+        bump = bump or self.group_epoch == 0
         # Subscribed topics: resolve new or stale regular expressions, then check the metadata.
         group_epoch = self.group_epoch
         metadata_hash = self.metadata_hash
+        # The resolutions this heartbeat sees (its records are replayed only after it).
         regexes: Mapping[str, ConsumerGroupRegularExpressionValue] = self.regexes
         if bump or topics.version != self.topics_version:
             regexes, regex_records = self._resolve_regexes(member, updated, topics, now)
@@ -384,8 +390,9 @@ class ConsumerGroup:
             target_epoch = group_epoch
         else:
             target_epoch = self.assignment_epoch
-            # A static member's new instance takes the target of the one it replaces.
-            target = self.target.get(replaced or updated.member_id, {})
+            # A static member's new instance has the target of the instance it replaces (Kafka's
+            # ConsumerGroup.targetAssignment(memberId, instanceId)): its own is only being written.
+            target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
         before = updated
         subscribed_ids = self._subscribed_ids(updated, regexes, topics)
