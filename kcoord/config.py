@@ -116,6 +116,12 @@ class BrokerConfig(BaseModel):
     group_consumer_assignors: str = Field(
         "uniform,range", description="Server-side assignors, comma-separated; the first is the default."
     )
+    group_consumer_migration_policy: Literal["disabled", "upgrade", "downgrade", "bidirectional"] = Field(
+        "bidirectional",
+        description="Online migration between the classic and the consumer protocol: a classic group "
+        "upgraded when a consumer-protocol member joins, a consumer group downgraded when its last "
+        "consumer-protocol member leaves.",
+    )
     # --- share groups (KIP-932); each group may override its share.* configs ------------------
     group_share_session_timeout_ms: int = Field(45000, description="Default share.session.timeout.ms.")
     group_share_min_session_timeout_ms: int = Field(45000, description="Smallest share.session.timeout.ms.")
@@ -157,6 +163,11 @@ class BrokerConfig(BaseModel):
     log_cleaner_delete_retention_ms: int = Field(
         86400000, description="Keep tombstones this long when compacting."
     )
+
+    @field_validator("group_consumer_migration_policy", mode="before")
+    @classmethod
+    def _policy_any_case(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v  # Kafka parses the policy case-insensitively
 
     @field_validator("group_consumer_assignors")
     @classmethod

@@ -7,13 +7,17 @@ Behaviour / version notes:
   join (epoch 0) without RebalanceTimeoutMs, with owned partitions, or with neither topic names
   nor a regex; a static leave (-2) without an instance id; an epoch below -2.
   UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors;
-  INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile). A group id held by a share group, or
-  by a classic group with members, is GROUP_ID_NOT_FOUND ("not a consumer group"); an empty
-  classic group (offsets only) becomes a consumer group, its offsets kept; an unknown group with
-  an epoch other than 0 is GROUP_ID_NOT_FOUND. The rest is the group's (kcoord/consumer/group.py):
-  FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
-  GROUP_MAX_SIZE_REACHED. The assignment is sent on full requests (joining, or all of
-  RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set) and when it changed.
+  INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile). A join to a classic group id: an
+  empty classic group (offsets only) becomes a consumer group, its offsets kept; one with members
+  is upgraded (group.consumer.migration.policy upgrade or bidirectional) when all its members use
+  the ``consumer`` protocol type and it is no bigger than group.consumer.max.size, otherwise it is
+  GROUP_ID_NOT_FOUND ("not a consumer group"), as a share group id is. An unknown group with an
+  epoch other than 0 is GROUP_ID_NOT_FOUND. A member leaving for good that was the last on the
+  consumer protocol turns the group back into a classic group (downgrade). The rest is the
+  group's (kcoord/consumer/group.py): FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
+  UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED. The assignment is sent on
+  full requests (joining, or all of RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions
+  set) and when it changed.
 - ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not exist or are not consumer
   groups; v1 adds MemberType (1: consumer protocol, 0: classic protocol).
 """
@@ -29,9 +33,6 @@ from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
-from kcoord.classic.group import GroupState
-from kcoord.classic.records import GroupMetadataKey
-from kcoord.classic.store import ClassicGroups
 from kcoord.consumer.group import ConsumerGroup, HeartbeatRequest, HeartbeatResult
 from kcoord.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -40,10 +41,8 @@ from kcoord.consumer.member import (
     ConsumerGroupMember,
 )
 from kcoord.consumer.store import ConsumerGroups
-from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import register_schema_pair
-from kcoord.runtime.outcome import Outcome
 
 _, _HBResp = register_schema_pair("ConsumerGroupHeartbeat")
 _, _DResp = register_schema_pair("ConsumerGroupDescribe")
@@ -158,31 +157,8 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     )
     reply, respond = reply_with(_hb_response)
 
-    def op(store: GroupStore, now: int) -> Outcome:
-        out = Outcome()
-        groups = store.kind(ConsumerGroups)
-        if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH and groups.get(gid) is None:
-            out.records += _take_over_empty_classic(store, gid, now)
-        result, records = groups.heartbeat(gid, hb, now)
-        out.records += records
-        out.respond(respond, result)
-        return out
-
-    services.groups.tell(gid, op)
+    services.groups.tell(gid, lambda store, now: store.kind(ConsumerGroups).heartbeat(gid, hb, respond, now))
     return reply
-
-
-def _take_over_empty_classic(store: GroupStore, group_id: str, now: int) -> list[Any]:
-    """An empty classic group (a simple consumer's offsets, or a group whose members all left)
-    becomes a consumer group, as Kafka converts it: its tombstone; the offsets stay. The tombstone
-    is applied at once (its replay after the operation then changes nothing), so that the consumer
-    group can take the id in the same operation."""
-    classic = store.kind(ClassicGroups).get(group_id)
-    if classic is None or not classic.is_in(GroupState.EMPTY) or classic.members:
-        return []
-    tombstone = (GroupMetadataKey(group_id), None)
-    store.replay(*tombstone, now)
-    return [tombstone]
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -13,6 +13,10 @@ Behaviour / version notes:
   is used); static membership from v5; the leader's response lists the members' metadata;
   SkipAssignment (v9) is set for a static leader that rejoined without a rebalance;
 - SyncGroup checks ProtocolType/ProtocolName (v5+: INCONSISTENT_GROUP_PROTOCOL);
+- KIP-848 migration: JoinGroup, SyncGroup, Heartbeat and LeaveGroup of a consumer group with
+  members are answered by it for its members on the classic protocol (consumer/classic_members.py,
+  REBALANCE_IN_PROGRESS telling them to join again); a JoinGroup turns an empty consumer group
+  into a classic group; share group ids answer GROUP_ID_NOT_FOUND;
 - LeaveGroup: v0-v2 leave one member (error at the top level), v3+ a batch with per-member
   errors, including removal by group.instance.id alone (the admin client's removeMembers);
 - DescribeGroups: an unknown group is Dead (v6: GROUP_ID_NOT_FOUND); metadata and assignment
@@ -25,6 +29,7 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kcoord.apis.acl_operations import GROUP_OPERATIONS
@@ -32,23 +37,26 @@ from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
-from kcoord.classic.group import ClassicGroup, GroupState, JoinRequest
-from kcoord.classic.member import JoinResult, SyncResult
+from kcoord.classic.group import ClassicGroup, GroupState
 from kcoord.classic.store import ClassicGroups
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
-from kcoord.runtime.outcome import Outcome, Responder
+from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.store import ShareGroups
 
 KEY_TYPE_GROUP = 0
 CLASSIC = ClassicGroups.group_type
+CONSUMER = ConsumerGroups.group_type
 
 
 def _not_classic(services: Services, group_id: str) -> bool:
-    """Classic APIs answer GROUP_ID_NOT_FOUND for groups of other types ("not a classic group")."""
-    return services.groups.state_for(group_id).held_by_another_type(group_id, CLASSIC)
+    """Classic APIs answer GROUP_ID_NOT_FOUND for share groups ("not a classic group"); consumer
+    groups answer them for their members on the classic protocol (KIP-848 migration)."""
+    store = services.groups.state_for(group_id)
+    return store.held_by_another_type(group_id, CLASSIC) and store.group_type(group_id) != CONSUMER
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -146,9 +154,19 @@ def handle_join(services: Services, ctx: RequestContext, req: Any) -> Any:
         require_known_member_id=v >= 4,
     )
     reply, respond = reply_with(lambda r: _join_response(r, v))
-    gid = req.group_id
+    bounds = (services.config.group_min_session_timeout_ms, services.config.group_max_session_timeout_ms)
+    services.groups.tell(req.group_id, join_op(req.group_id, join, bounds, respond))
+    return reply
 
-    def op(store: GroupStore, now: int) -> Outcome:
+
+def join_op(
+    gid: str, join: JoinRequest, session_bounds: tuple[int, int], respond: Responder
+) -> Operation[GroupStore]:
+    """JoinGroup, as Kafka's classicGroupJoin dispatches it: a consumer group with members takes
+    it for its member on the classic protocol; an empty consumer group gives way to a classic
+    group (its offsets stay); otherwise the classic group, created by a join without member id."""
+
+    def classic_join(store: GroupStore, now: int) -> Outcome:
         groups = store.kind(ClassicGroups)
         group = groups.get_or_create(gid, now) if join.member_id == "" else groups.get(gid)
         if group is None:
@@ -157,8 +175,22 @@ def handle_join(services: Services, ctx: RequestContext, req: Any) -> Any:
             return out
         return group.join(join, respond, now)
 
-    services.groups.tell(gid, op)
-    return reply
+    def op(store: GroupStore, now: int) -> Outcome:
+        consumer = store.kind(ConsumerGroups)
+        group = consumer.get(gid)
+        if group is None:
+            return classic_join(store, now)
+        if not group.members:
+            out = consumer.give_way(gid)
+            out.then = classic_join
+            return out
+        if not session_bounds[0] <= join.session_timeout_ms <= session_bounds[1]:
+            out = Outcome()
+            out.respond(respond, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, join.member_id))
+            return out
+        return consumer.classic_join(gid, join, respond, now)
+
+    return op
 
 
 def join_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -185,29 +217,65 @@ def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:
         return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
     if _not_classic(services, req.group_id):
         return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
-    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    sync = SyncRequest(
+        req.member_id,
+        req.group_instance_id if v >= 3 else None,
+        req.generation_id,
+        req.protocol_type if v >= 5 else None,
+        req.protocol_name if v >= 5 else None,
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
     reply, respond = reply_with(_sync_response)
-    gid = req.group_id
+    services.groups.tell(req.group_id, sync_op(req.group_id, sync, respond))
+    return reply
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    member_id: str
+    instance_id: str | None
+    generation: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: dict[str, bytes]
+
+
+def sync_op(gid: str, sync: SyncRequest, respond: Responder) -> Operation[GroupStore]:
+    """SyncGroup: the classic group's, or a consumer group's for its member on the classic
+    protocol; UNKNOWN_MEMBER_ID for an unknown or empty group."""
 
     def op(store: GroupStore, now: int) -> Outcome:
+        out = Outcome()
+        consumer = store.kind(ConsumerGroups)
+        cg = consumer.get(gid)
+        if cg is not None and cg.members:
+            result = consumer.classic_sync(
+                gid,
+                sync.member_id,
+                sync.instance_id,
+                sync.generation,
+                sync.protocol_type,
+                sync.protocol_name,
+                now,
+            )
+            out.respond(respond, result)
+            return out
         group = store.kind(ClassicGroups).get(gid)
         if group is None:
-            out = Outcome()
             out.respond(respond, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return out
         return group.sync(
-            req.member_id,
-            req.group_instance_id if v >= 3 else None,
-            req.generation_id,
-            req.protocol_type if v >= 5 else None,
-            req.protocol_name if v >= 5 else None,
-            assignments,
+            sync.member_id,
+            sync.instance_id,
+            sync.generation,
+            sync.protocol_type,
+            sync.protocol_name,
+            sync.assignments,
             respond,
             now,
         )
 
-    services.groups.tell(gid, op)
-    return reply
+    return op
 
 
 def sync_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -226,21 +294,30 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
     reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
     instance = req.group_instance_id if v >= 3 else None
-    gid = req.group_id
+    op = heartbeat_op(req.group_id, req.member_id, instance, req.generation_id, respond)
+    services.groups.tell(req.group_id, op)
+    return reply
 
+
+def heartbeat_op(
+    gid: str, member_id: str, instance_id: str | None, generation: int, respond: Responder
+) -> Operation[GroupStore]:
     def op(store: GroupStore, now: int) -> Outcome:
-        group = store.kind(ClassicGroups).get(gid)
         out = Outcome()
-        code = (
-            ErrorCode.UNKNOWN_MEMBER_ID
-            if group is None
-            else group.heartbeat(req.member_id, instance, req.generation_id, now)
-        )
+        consumer = store.kind(ConsumerGroups)
+        if consumer.holds(gid):
+            code = consumer.classic_heartbeat(gid, member_id, instance_id, generation, now)
+        else:
+            group = store.kind(ClassicGroups).get(gid)
+            code = (
+                ErrorCode.UNKNOWN_MEMBER_ID
+                if group is None
+                else group.heartbeat(member_id, instance_id, generation, now)
+            )
         out.respond(respond, code)
         return out
 
-    services.groups.tell(gid, op)
-    return reply
+    return op
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -276,19 +353,25 @@ def handle_leave(services: Services, ctx: RequestContext, req: Any) -> Any:
         )
 
     reply, respond = reply_with(build)
+    services.groups.tell(gid, leave_op(gid, identities, respond))
+    return reply
 
+
+def leave_op(gid: str, identities: list[tuple[str, str | None]], respond: Responder) -> Operation[GroupStore]:
     def op(store: GroupStore, now: int) -> Outcome:
-        group = store.kind(ClassicGroups).get(gid)
-        if group is None:
-            out = Outcome()
-            out.respond(respond, [ErrorCode.UNKNOWN_MEMBER_ID] * len(identities))
-            return out
-        out, errors = group.leave(identities, now)
+        consumer = store.kind(ConsumerGroups)
+        if consumer.holds(gid):
+            out, errors = consumer.classic_leave(gid, identities)
+        else:
+            group = store.kind(ClassicGroups).get(gid)
+            if group is None:
+                out, errors = Outcome(), [ErrorCode.UNKNOWN_MEMBER_ID] * len(identities)
+            else:
+                out, errors = group.leave(identities, now)
         out.respond(respond, errors)
         return out
 
-    services.groups.tell(gid, op)
-    return reply
+    return op
 
 
 def leave_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -303,12 +386,17 @@ _Described = _DResp.DescribedGroup
 _DMember = _Described.DescribedGroupMember
 
 
-def describe_group(group: ClassicGroup | None, group_id: str, version: int, include_ops: bool) -> Any:
+def describe_group(
+    group: ClassicGroup | None, group_id: str, version: int, include_ops: bool, other_type: bool = False
+) -> Any:
+    """Kafka 4.3: a group that is not a classic group (``other_type``) is Dead before v6, and
+    GROUP_ID_NOT_FOUND "is not a classic group" from v6."""
     ops = GROUP_OPERATIONS if include_ops else None
     if group is None or group.is_in(GroupState.DEAD):
+        what = "is not a classic group" if other_type else "not found"
         return _Described(
             error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else 0,
-            error_message=f"Group {group_id} not found." if version >= 6 else None,
+            error_message=f"Group {group_id} {what}." if version >= 6 else None,
             group_id=group_id,
             group_state=GroupState.DEAD.value,
             protocol_type="",
@@ -346,7 +434,13 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     return _DResp(
         throttle_time_ms=0,
         groups=[
-            describe_group(gc.state_for(gid).kind(ClassicGroups).get(gid), gid, v, include_ops)
+            describe_group(
+                gc.state_for(gid).kind(ClassicGroups).get(gid),
+                gid,
+                v,
+                include_ops,
+                gc.state_for(gid).held_by_another_type(gid, CLASSIC),
+            )
             for gid in req.groups
         ],
     )

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from kcoord.classic.member import (
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
-    JoinResult,
-    Member,
-    SyncResult,
-)
+from kcoord.classic.member import NEW_MEMBER_JOIN_TIMEOUT_MS, Member
 from kcoord.classic.records import GroupMetadataKey, GroupMetadataValue
+from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
 from kcoord.groups.records import OffsetCommitValue
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome, Record, Responder
@@ -48,19 +44,6 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
     max_size: int = 2147483647
-
-
-@dataclass
-class JoinRequest:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool  # JoinGroup v4+
 
 
 class ClassicGroup:
@@ -111,17 +94,7 @@ class ClassicGroup:
         return self.protocol_type == protocol_type and bool(self.candidate_protocols() & set(names))
 
     def select_protocol(self) -> str:
-        candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter()
-        order: list[str] = []
-        for m in self.members.values():
-            for p in m.protocol_names():
-                if p in candidates:
-                    votes[p] += 1
-                    if p not in order:
-                        order.append(p)
-                    break
-        return max(order, key=lambda p: (votes[p], -order.index(p)))
+        return select_protocol([m.protocol_names() for m in self.members.values()])
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members consume (consumer protocol only); None if unknown."""
@@ -392,6 +365,10 @@ class ClassicGroup:
         return out
 
     # --- rebalance machinery --------------------------------------------------------------
+    def rebalance(self, now: int) -> Outcome:
+        """Ask every member to join again (a group just made from a consumer group)."""
+        return self._prepare_rebalance(now)
+
     def _maybe_rebalance_or_complete_join(self, now: int) -> Outcome:
         if self.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
             return self._prepare_rebalance(now)
@@ -641,6 +618,25 @@ class ClassicGroup:
         self.join_deadline = self.sync_deadline = None
         self.pending_members.clear()
         return out
+
+
+def select_protocol(members: Sequence[Sequence[str]]) -> str:
+    """Kafka's ClassicGroup.selectProtocol: of the protocols every member supports, the one most
+    members list first (ties: the one listed first earliest). ``members``: each one's protocol
+    names in its order of preference."""
+    candidates = set(members[0]).intersection(*members[1:]) if members else set()
+    votes: Counter[str] = Counter()
+    order: list[str] = []
+    for names in members:
+        for p in names:
+            if p in candidates:
+                votes[p] += 1
+                if p not in order:
+                    order.append(p)
+                break
+    if not order:
+        raise ValueError("the members share no protocol")
+    return max(order, key=lambda p: (votes[p], -order.index(p)))
 
 
 def _commit_time(value: OffsetCommitValue) -> int:

@@ -1,8 +1,8 @@
-"""A member of a classic group, and the small value types the group state machine returns."""
+"""A member of a classic group."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kcoord.classic.records import MemberMetadata, subscribed_topics
 from kcoord.runtime.outcome import Responder
@@ -11,26 +11,6 @@ from kcoord.runtime.outcome import Responder
 
 # How long a new member's parked JoinGroup may wait (Kafka's classic new-member join timeout).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
-
-
-@dataclass
-class JoinResult:
-    error: int
-    member_id: str
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)  # id, instance id, metadata
-    skip_assignment: bool = False
-
-
-@dataclass
-class SyncResult:
-    error: int
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
 
 
 @dataclass

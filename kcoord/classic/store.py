@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kcoord.classic import migration
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
 from kcoord.classic.offsets import expire
 from kcoord.classic.records import (
     GroupMetadataKey,
     GroupMetadataValue,
 )
+from kcoord.groups.migration import MigratingGroup
 from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
@@ -49,6 +51,35 @@ class ClassicGroups(GroupsById[ClassicGroup]):
     def _create(self, group_id: str, now: int) -> ClassicGroup:
         group = self.groups[group_id] = ClassicGroup(group_id, self.config, now)
         return group
+
+    # --- groups changing protocol (groups/migration.py) ---------------------------------------------
+    def is_empty(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and group.is_in(GroupState.EMPTY)
+
+    def migration_view(self, group_id: str) -> MigratingGroup | None:
+        group = self.groups.get(group_id)
+        return migration.migration_view(group) if group is not None else None
+
+    def hand_over(self, group_id: str, now: int) -> Outcome:
+        group = self.groups.get(group_id)
+        return migration.hand_over(group) if group is not None else Outcome()
+
+    def take_over(self, group: MigratingGroup, rebalance: bool, now: int) -> Outcome:
+        protocols = {m.member_id: list(m.protocols) for m in group.members}
+
+        def live(_state: object, now: int) -> Outcome:
+            # The replayed record made the group; its members come to life as after a restart,
+            # with every protocol they support (the record keeps only the selected one).
+            g = self.groups[group.group_id]
+            assert g.persisted is not None
+            g.load(g.persisted, now)
+            for member in g.members.values():
+                member.protocols = protocols[member.member_id]
+            return g.rebalance(now) if rebalance else Outcome()
+
+        value = migration.metadata_of(group, now)
+        return Outcome(records=[(GroupMetadataKey(group.group_id), value)], then=live)
 
     # --- records ----------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any, now: int) -> None:

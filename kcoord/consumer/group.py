@@ -55,6 +55,7 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     TopicPartitions,
 )
+from kcoord.groups.migration import MigrationPolicy
 from kcoord.groups.records import OffsetCommitValue
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
@@ -75,6 +76,8 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL  # group.consumer.migration.policy
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgrade must fit a classic group
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,10 @@ class ConsumerGroup:
         # Not persisted.
         self.session_deadlines: dict[str, int] = {}
         self.rebalance_deadlines: dict[str, tuple[int, int]] = {}  # member -> (deadline, epoch)
+        # Members on the classic protocol: told to join again, they must within their rebalance
+        # timeout; having joined, they must sync within it (Kafka's join and sync timers).
+        self.join_deadlines: dict[str, int] = {}
+        self.sync_deadlines: dict[str, int] = {}
         self.topics_version = -1  # the topics version the metadata hash was checked against
 
     # --- facts ---------------------------------------------------------------------------------
@@ -221,8 +228,13 @@ class ConsumerGroup:
             self._forget(old)
         if updated is None:
             self.members.pop(member_id, None)
-            self.session_deadlines.pop(member_id, None)
-            self.rebalance_deadlines.pop(member_id, None)
+            for deadlines in (
+                self.session_deadlines,
+                self.rebalance_deadlines,
+                self.join_deadlines,
+                self.sync_deadlines,
+            ):
+                deadlines.pop(member_id, None)
             return
         self.members[member_id] = updated
         for name in updated.subscribed_topic_names:
@@ -277,13 +289,15 @@ class ConsumerGroup:
             (ConsumerGroupMemberMetadataKey(g, member_id), None),
         ]
 
-    def tombstones(self) -> list[Record]:
-        """Every record of the group, deleted (Kafka's createGroupTombstoneRecords)."""
+    def tombstones(self, members: Collection[str] | None = None) -> list[Record]:
+        """Every record of the group, deleted (Kafka's createGroupTombstoneRecords); ``members``
+        when the operation has changed who they are (a static member replaced)."""
         g = self.group_id
-        out: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(g, m), None) for m in self.members]
-        out += [(ConsumerGroupTargetAssignmentMemberKey(g, m), None) for m in self.members]
+        ids = list(self.members) if members is None else list(members)
+        out: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(g, m), None) for m in ids]
+        out += [(ConsumerGroupTargetAssignmentMemberKey(g, m), None) for m in ids]
         out.append((ConsumerGroupTargetAssignmentMetadataKey(g), None))
-        out += [(ConsumerGroupMemberMetadataKey(g, m), None) for m in self.members]
+        out += [(ConsumerGroupMemberMetadataKey(g, m), None) for m in ids]
         out += [(ConsumerGroupRegularExpressionKey(g, r), None) for r in self.regexes]
         out.append((ConsumerGroupMetadataKey(g), None))
         return out
@@ -291,31 +305,27 @@ class ConsumerGroup:
     # --- heartbeat -----------------------------------------------------------------------------
     def heartbeat(
         self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
-    ) -> tuple[HeartbeatResult, list[Record]]:
+    ) -> tuple[HeartbeatResult, list[Record], str | None]:
+        """The answer, the records, and the member that leaves for good (the caller fences it: its
+        leaving may turn the group back into a classic group)."""
         try:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(req, config, topics)
-            return self._heartbeat(req, config, topics, now)
+                return self._leave(req)
+            result, records = self._heartbeat(req, config, topics, now)
+            return result, records, None
         except HeartbeatError as e:
-            return HeartbeatResult(e.code, e.message, member_id=req.member_id), []
+            return HeartbeatResult(e.code, e.message, member_id=req.member_id), [], None
 
     def _heartbeat(
         self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
     ) -> tuple[HeartbeatResult, list[Record]]:
-        records: list[Record] = []
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        if len(self.members) >= config.max_size and req.member_id not in self.members:
-            raise HeartbeatError(
-                ErrorCode.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of {config.max_size} members.",
-            )
+        self.check_capacity(req.member_id, config)
         replaced: str | None = None  # the static member this one takes the place of
         if req.instance_id is None:
             member = self._dynamic_member(req, joining)
         else:
             member, replaced = self._static_member(req, joining)
-            if replaced is not None:
-                records += self._removal_records(replaced)
         updated = dataclasses.replace(
             member,
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -340,6 +350,65 @@ class ConsumerGroup:
             client_host=req.client_host,
             classic_member_metadata=None,
         )
+        try:
+            reconciled, records = self.update_member(
+                member, updated, replaced, req.owned, config, topics, now, joining
+            )
+        except FencedMemberEpoch as e:
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
+        member_id = reconciled.member_id
+        # Deadlines (not persisted).
+        self.session_deadlines[member_id] = now + config.session_timeout_ms
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            current = self.rebalance_deadlines.get(member_id)
+            if current is None or current[1] != reconciled.member_epoch:
+                self.rebalance_deadlines[member_id] = (
+                    now + max(reconciled.rebalance_timeout_ms, 0),
+                    reconciled.member_epoch,
+                )
+        else:
+            self.rebalance_deadlines.pop(member_id, None)
+        full = joining or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.owned is not None
+        )
+        changed = reconciled.assigned != updated.assigned
+        return (
+            HeartbeatResult(
+                member_id=member_id,
+                member_epoch=reconciled.member_epoch,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+                assignment=reconciled.assigned_partitions() if full or changed else None,
+            ),
+            records,
+        )
+
+    def check_capacity(self, member_id: str, config: ConsumerGroupConfig) -> None:
+        if len(self.members) >= config.max_size and member_id not in self.members:
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+            )
+
+    def update_member(
+        self,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        replaced: str | None,
+        owned: Mapping[uuid.UUID, Collection[int]] | None,
+        config: ConsumerGroupConfig,
+        topics: TopicsView,
+        now: int,
+        joining: bool,
+    ) -> tuple[ConsumerGroupMember, list[Record]]:
+        """The records of ``member`` becoming ``updated`` (replacing the static member ``replaced``),
+        whichever protocol it speaks: the member, the group epoch if its subscription or the
+        subscribed topics changed, the new target assignment if the epoch moved, and the member
+        reconciled towards its target with what it says it ``owned``. Raises FencedMemberEpoch."""
+        records: list[Record] = []
+        if replaced is not None:
+            records += self._removal_records(replaced)
         bump = False
         if updated.metadata_value() != member.metadata_value() or replaced is not None:
             records += self._member_records(updated)
@@ -394,7 +463,6 @@ class ConsumerGroup:
             # ConsumerGroup.targetAssignment(memberId, instanceId)): its own is only being written.
             target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
-        before = updated
         subscribed_ids = self._subscribed_ids(updated, regexes, topics)
         owners = self.owners
         member_id = updated.member_id
@@ -403,10 +471,7 @@ class ConsumerGroup:
             owner = owners.get((topic_id, p))
             return member_id if owner is not None and owner == replaced else owner
 
-        try:
-            reconciled = reconcile(updated, target_epoch, target, owner_of, req.owned, subscribed_ids)
-        except FencedMemberEpoch as e:
-            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
+        reconciled = reconcile(updated, target_epoch, target, owner_of, owned, subscribed_ids)
         if (
             reconciled.member_epoch,
             reconciled.previous_member_epoch,
@@ -421,32 +486,7 @@ class ConsumerGroup:
             member.pending_revocation,
         ) or joining:
             records.append(self._assignment_record(reconciled))
-        # Deadlines (not persisted).
-        self.session_deadlines[member_id] = now + config.session_timeout_ms
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            current = self.rebalance_deadlines.get(member_id)
-            if current is None or current[1] != reconciled.member_epoch:
-                self.rebalance_deadlines[member_id] = (
-                    now + max(reconciled.rebalance_timeout_ms, 0),
-                    reconciled.member_epoch,
-                )
-        else:
-            self.rebalance_deadlines.pop(member_id, None)
-        full = joining or (
-            req.rebalance_timeout_ms != -1
-            and req.subscribed_topic_names is not None
-            and req.owned is not None
-        )
-        changed = reconciled.assigned != before.assigned
-        return (
-            HeartbeatResult(
-                member_id=member_id,
-                member_epoch=reconciled.member_epoch,
-                heartbeat_interval_ms=config.heartbeat_interval_ms,
-                assignment=reconciled.assigned_partitions() if full or changed else None,
-            ),
-            records,
-        )
+        return reconciled, records
 
     def _dynamic_member(self, req: HeartbeatRequest, joining: bool) -> ConsumerGroupMember:
         member = self.members.get(req.member_id)
@@ -540,17 +580,7 @@ class ConsumerGroup:
             names.subtract(member.subscribed_topic_names)
         if updated is not None:
             names.update(updated.subscribed_topic_names)
-        subscribed = {n for n, c in names.items() if c > 0}
-        for value in regexes.values():
-            subscribed.update(value.topics)
-        if not subscribed:
-            return 0
-        digest = hashlib.blake2b(digest_size=8)
-        for name in sorted(subscribed):
-            found = topics.lookup(name)
-            if found is not None:
-                digest.update(f"{name}\0{found[0]}\0{found[1]}\n".encode())
-        return int.from_bytes(digest.digest(), "big", signed=True)
+        return subscription_hash({n for n, c in names.items() if c > 0}, regexes, topics)
 
     def _subscribed_ids(
         self,
@@ -641,9 +671,7 @@ class ConsumerGroup:
         return new.get(updated.member_id, {}), records
 
     # --- leaving and fencing -------------------------------------------------------------------
-    def _leave(
-        self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView
-    ) -> tuple[HeartbeatResult, list[Record]]:
+    def _leave(self, req: HeartbeatRequest) -> tuple[HeartbeatResult, list[Record], str | None]:
         result = HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
         if req.instance_id is None:
             if req.member_id not in self.members:
@@ -651,7 +679,7 @@ class ConsumerGroup:
                     ErrorCode.UNKNOWN_MEMBER_ID,
                     f"Member {req.member_id} is not a member of group {self.group_id}.",
                 )
-            return result, self.fence([req.member_id], topics)
+            return result, [], req.member_id
         existing_id = self.static_members.get(req.instance_id)
         existing = self.members.get(existing_id) if existing_id is not None else None
         if existing is None:
@@ -670,8 +698,9 @@ class ConsumerGroup:
             return (
                 HeartbeatResult(member_id=existing.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
                 [self._assignment_record(leaving)],
+                None,
             )
-        return result, self.fence([existing.member_id], topics)
+        return result, [], existing.member_id
 
     def fence(self, member_ids: Collection[str], topics: TopicsView) -> list[Record]:
         """Remove members (they left, or their session or rebalance timeout lapsed): their records
@@ -692,12 +721,8 @@ class ConsumerGroup:
         for regex in self.regexes:
             if regex not in still:
                 records.append((ConsumerGroupRegularExpressionKey(self.group_id, regex), None))
-        subscribed = ConsumerGroupMember(
-            "", subscribed_topic_names=tuple(n for n, c in names.items() if c > 0)
-        )
-        metadata_hash = (
-            self._metadata_hash(None, subscribed, still, topics) if len(gone) < len(self.members) else 0
-        )
+        staying = {n for n, c in names.items() if c > 0}
+        metadata_hash = subscription_hash(staying, still, topics) if len(gone) < len(self.members) else 0
         records.append(
             (
                 ConsumerGroupMetadataKey(self.group_id),
@@ -707,31 +732,103 @@ class ConsumerGroup:
         return records
 
     # --- timers --------------------------------------------------------------------------------
+    def session_timeout_ms(self, member: ConsumerGroupMember, config: ConsumerGroupConfig) -> int:
+        """A classic-protocol member's own session timeout, or group.consumer.session.timeout.ms."""
+        classic = member.classic_member_metadata
+        return classic.session_timeout_ms if classic is not None else config.session_timeout_ms
+
     def next_deadline(self) -> int | None:
         deadlines = list(self.session_deadlines.values())
         deadlines += [d for d, _ in self.rebalance_deadlines.values()]
+        deadlines += self.join_deadlines.values()
+        deadlines += self.sync_deadlines.values()
         return min(deadlines) if deadlines else None
 
-    def on_timer(self, now: int, topics: TopicsView) -> list[Record]:
-        """Fence members whose session lapsed, or that did not revoke in their rebalance timeout."""
+    def expired(self, now: int) -> set[str]:
+        """Members to fence now: their session lapsed, they did not revoke within their rebalance
+        timeout (still at the epoch it was set for), or, on the classic protocol, did not join or
+        sync in time. Their deadlines are spent."""
         expired = {m for m, d in self.session_deadlines.items() if d <= now}
         expired |= {
             m
             for m, (d, epoch) in self.rebalance_deadlines.items()
             if d <= now and m in self.members and self.members[m].member_epoch == epoch
         }
+        expired |= {m for m, d in self.join_deadlines.items() if d <= now}
+        expired |= {m for m, d in self.sync_deadlines.items() if d <= now}
         for m in [m for m, (d, _) in self.rebalance_deadlines.items() if d <= now]:
             del self.rebalance_deadlines[m]
-        for m in expired:
-            self.session_deadlines.pop(m, None)
-        return self.fence(expired, topics)
+        for deadlines in (self.session_deadlines, self.join_deadlines, self.sync_deadlines):
+            for m in [m for m, d in deadlines.items() if d <= now]:
+                del deadlines[m]
+        return {m for m in expired if m in self.members}
 
     def start_timers(self, now: int, config: ConsumerGroupConfig) -> None:
-        """After a restart: every member on a fresh session, revocations on a fresh timeout."""
+        """After a restart, or a group made from a classic group: every member on a fresh session,
+        revocations on a fresh timeout."""
         for mid, m in self.members.items():
-            self.session_deadlines[mid] = now + config.session_timeout_ms
-            if m.state is MemberState.UNREVOKED_PARTITIONS:
+            self.session_deadlines[mid] = now + self.session_timeout_ms(m, config)
+            if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
                 self.rebalance_deadlines[mid] = (now + max(m.rebalance_timeout_ms, 0), m.member_epoch)
+
+    # --- members on the classic protocol (Kafka's "classic member in a consumer group") ----------
+    def classic_member_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: ``member_id`` is on the consumer protocol,
+        every other member on the classic one."""
+        member = self.members.get(member_id)
+        return (
+            member is not None
+            and not member.uses_classic_protocol
+            and self.classic_member_count() == len(self.members) - 1
+        )
+
+    def supports_classic_protocols(self, protocol_type: str, names: Collection[str]) -> bool:
+        """Kafka's supportsClassicProtocols: the ``consumer`` type, and (unless the group is empty)
+        one of ``names`` that every classic-protocol member supports."""
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [m for m in self.members.values() if m.classic_member_metadata is not None]
+        return any(
+            all(
+                any(p.name == name for p in m.classic_member_metadata.supported_protocols)  # type: ignore[union-attr]
+                for m in classic
+            )
+            for name in names
+        )
+
+    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a partition of its target it has not got is still
+        owned by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target.get(member.member_id, {}).items():
+            mine = member.assigned.get(topic_id, {})
+            if any(p not in mine and (topic_id, p) in self.owners for p in parts):
+                return True
+        return False
+
+
+def subscription_hash(
+    names: Collection[str], regexes: Mapping[str, ConsumerGroupRegularExpressionValue], topics: TopicsView
+) -> int:
+    """A hash of the subscribed topics' ids and partition counts (KIP-1101's metadata hash): the
+    topic ``names`` and those the resolved ``regexes`` match; 0 for none."""
+    subscribed = set(names)
+    for value in regexes.values():
+        subscribed.update(value.topics)
+    if not subscribed:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(subscribed):
+        found = topics.lookup(name)
+        if found is not None:
+            digest.update(f"{name}\0{found[0]}\0{found[1]}\n".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:

@@ -8,12 +8,15 @@ tombstone of its epoch record.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kcoord.consumer import classic_members
 from kcoord.consumer.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
 from kcoord.consumer.member import JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember
+from kcoord.consumer.migration import downgrade_view, upgrade_records
 from kcoord.consumer.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -29,10 +32,12 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from kcoord.groups.store import GroupNamespace, GroupsById
+from kcoord.groups.classic_protocol import JoinRequest, SyncResult
+from kcoord.groups.consumer_protocol import MalformedConsumerProtocol
+from kcoord.groups.store import ClassicGroupHost, GroupNamespace, GroupsById
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
-from kcoord.runtime.outcome import Outcome, Record
+from kcoord.runtime.outcome import Outcome, Record, Responder
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 
@@ -75,28 +80,198 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
 
-    def heartbeat(
-        self, group_id: str, req: HeartbeatRequest, now: int
-    ) -> tuple[HeartbeatResult, list[Record]]:
-        """ConsumerGroupHeartbeat on a group of this kind: a join (epoch 0) creates the group when
-        no group of any type has the id; otherwise GROUP_ID_NOT_FOUND for an unknown group."""
+    # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
+    def heartbeat(self, group_id: str, req: HeartbeatRequest, respond: Responder, now: int) -> Outcome:
+        """ConsumerGroupHeartbeat: a join (epoch 0) creates the group when no group has the id, takes
+        over an empty classic group, or upgrades a classic group whose members all speak the
+        consumer protocol (group.consumer.migration.policy); otherwise an unknown group is
+        GROUP_ID_NOT_FOUND. A member leaving for good may turn the group back into a classic one."""
         group = self.groups.get(group_id)
         if group is None and req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            classic = self.namespace.classic_groups
+            if classic is not None and classic.holds(group_id):
+                return self._from_classic(classic, group_id, req, respond, now)
             group = self.get_or_create(group_id)
         if group is None:
-            held = self.namespace.group_type(group_id) is not None
-            message = f"Group {group_id} is not a consumer group." if held else f"Group {group_id} not found."
-            return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, req.member_id), []
+            out = Outcome()
+            out.respond(
+                respond,
+                HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
+            )
+            return out
         epoch = group.group_epoch
-        result, records = group.heartbeat(req, self.config, self.topics, now)
-        if not records and not group.members and group.group_epoch == 0:
+        result, records, leaving = group.heartbeat(req, self.config, self.topics, now)
+        out = self._fence(group, [leaving], now) if leaving is not None else Outcome(records=records)
+        if not out.records and not group.members and group.group_epoch == 0:
             self.groups.pop(group_id, None)  # a join that failed leaves no group behind
-        if req.member_epoch >= 0 and any(  # as Kafka: leaving is no rebalance it counts
+        if req.member_epoch >= 0:  # as Kafka: leaving is no rebalance it counts
+            self._count_rebalance(epoch, records)
+        out.respond(respond, result)
+        return out
+
+    def _not_ours(self, group_id: str) -> str:
+        held = self.namespace.group_type(group_id) is not None
+        return f"Group {group_id} is not a consumer group." if held else f"Group {group_id} not found."
+
+    def _count_rebalance(self, epoch: int, records: list[Record]) -> None:
+        if any(
             isinstance(key, ConsumerGroupMetadataKey) and value is not None and value.epoch > epoch
             for key, value in records
         ):
             self.rebalanced()
-        return result, records
+
+    def _from_classic(
+        self, classic: ClassicGroupHost, group_id: str, req: HeartbeatRequest, respond: Responder, now: int
+    ) -> Outcome:
+        """Kafka's getOrMaybeCreateConsumerGroup on a classic group id: an empty one gives way
+        (its offsets stay); one with members is converted if it can be (validateOnlineUpgrade),
+        and the join then runs on the consumer group its records made."""
+
+        def join(_state: object, now: int) -> Outcome:
+            return self.heartbeat(group_id, req, respond, now)
+
+        if classic.is_empty(group_id):
+            out = classic.hand_over(group_id, now)
+            out.then = join
+            return out
+        view = classic.migration_view(group_id)
+        records: list[Record] = []
+        if (
+            view is not None
+            and self.config.migration_policy.upgrades
+            and len(view.members) <= self.config.max_size
+        ):
+            with contextlib.suppress(MalformedConsumerProtocol):  # not convertible, as Kafka's
+                records = upgrade_records(view, self.topics, now)
+        out = Outcome()
+        if not records:
+            out.respond(
+                respond,
+                HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
+            )
+            return out
+        assert view is not None
+        if len(view.members) >= self.config.max_size and all(
+            m.member_id != req.member_id for m in view.members
+        ):
+            # The join would not fit: Kafka's conversion is undone with the failed join; here it is
+            # never made.
+            message = (
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members."
+            )
+            out.respond(respond, HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED, message, req.member_id))
+            return out
+
+        def upgraded(_state: object, now: int) -> Outcome:
+            self.groups[group_id].start_timers(now, self.config)
+            return join(_state, now)
+
+        out = classic.hand_over(group_id, now)
+        out.records += records
+        out.then = upgraded
+        return out
+
+    # --- members on the classic protocol -------------------------------------------------------------
+    def classic_join(self, group_id: str, req: JoinRequest, respond: Responder, now: int) -> Outcome:
+        """JoinGroup of a consumer group with members (an empty one gives way: ``give_way``)."""
+        group = self.groups[group_id]
+        epoch = group.group_epoch
+        result, records, replaced, joined = classic_members.join(group, req, self.config, self.topics, now)
+        out = Outcome(records=records)
+        if (
+            replaced is not None
+            and joined is not None
+            and self._may_downgrade(group, replaced, replacing=True)
+        ):
+            # The last consumer-protocol member, a static one, came back on the classic protocol.
+            out.extend(self._downgrade(group, replaced, joined, now))
+        self._count_rebalance(epoch, records)
+        out.respond(respond, result)
+        return out
+
+    def classic_sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        now: int,
+    ) -> SyncResult:
+        group = self.groups[group_id]
+        return classic_members.sync(
+            group,
+            member_id,
+            instance_id,
+            generation,
+            protocol_type,
+            protocol_name,
+            self.config,
+            self.topics,
+            now,
+        )
+
+    def classic_heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, now: int
+    ) -> int:
+        return classic_members.heartbeat(
+            self.groups[group_id], member_id, instance_id, generation, self.config, now
+        )
+
+    def classic_leave(
+        self, group_id: str, identities: list[tuple[str, str | None]]
+    ) -> tuple[Outcome, list[int]]:
+        group = self.groups[group_id]
+        errors, leaving = classic_members.leave(group, identities)
+        return Outcome(records=group.fence(leaving, self.topics)), errors
+
+    def give_way(self, group_id: str) -> Outcome:
+        """An empty consumer group's tombstones, for a JoinGroup that makes a classic group of the id
+        (Kafka's maybeDeleteEmptyConsumerGroup); its offsets stay."""
+        group = self.groups.get(group_id)
+        return Outcome(records=group.tombstones()) if group is not None and not group.members else Outcome()
+
+    # --- fencing, and going back to the classic protocol ----------------------------------------------
+    def _fence(self, group: ConsumerGroup, member_ids: list[str], now: int) -> Outcome:
+        """Kafka's consumerGroupFenceMember: the members go and the epoch moves, or, when the one
+        leaving is the last on the consumer protocol, the group becomes a classic group."""
+        if len(member_ids) == 1 and self._may_downgrade(group, member_ids[0]):
+            downgraded = self._downgrade(group, member_ids[0], None, now)
+            if downgraded.records:
+                return downgraded
+        return Outcome(records=group.fence(member_ids, self.topics))
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: str, replacing: bool = False) -> bool:
+        """Kafka's validateOnlineDowngradeWith{FencedMember,ReplacedMemberId}."""
+        if self.namespace.classic_groups is None or not self.config.migration_policy.downgrades:
+            return False
+        if not group.all_classic_except(leaving):
+            return False
+        if replacing:
+            return len(group.members) <= self.config.classic_max_size
+        return len(group.members) > 1 and len(group.members) - 1 <= self.config.classic_max_size
+
+    def _downgrade(
+        self, group: ConsumerGroup, leaving: str, joining: ConsumerGroupMember | None, now: int
+    ) -> Outcome:
+        """Kafka's convertToClassicGroup: the consumer group's tombstones, then the classic group
+        at the same epoch with each member's target assignment; after a member left, its members
+        join again. Nothing if the members share no protocol."""
+        classic = self.namespace.classic_groups
+        assert classic is not None
+        view = downgrade_view(group, leaving, joining, self.topics)
+        try:
+            taken = classic.take_over(view, joining is None, now)
+        except ValueError:
+            return Outcome()
+        if joining is None:
+            gone = list(group.members)
+        else:
+            gone = [m for m in group.members if m != leaving] + [joining.member_id]
+        out = Outcome(records=group.tombstones(gone))
+        out.extend(taken)
+        return out
 
     def _group(self, group_id: str) -> ConsumerGroup:
         return self.groups.get(group_id) or self._create(group_id)
@@ -210,7 +385,10 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
     # --- timers and offsets -----------------------------------------------------------------------
     def on_timer(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)
-        return Outcome(records=group.on_timer(now, self.topics)) if group is not None else Outcome()
+        if group is None:
+            return Outcome()
+        expired = group.expired(now)
+        return self._fence(group, sorted(expired), now) if expired else Outcome()
 
     def expire_offsets(self, group_id: str, now: int, retention_ms: int) -> Outcome:
         """KIP-211 for consumer groups (Kafka's cleanupGroupMetadata): offsets of topics no member

@@ -208,6 +208,10 @@ class PartitionManager:
     def names(self) -> list[str]:
         return [name for name, topic in self.topics.items() if not topic.internal]
 
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.by_id.get(topic_id)
+        return topic.name if topic is not None and not topic.internal else None
+
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
 

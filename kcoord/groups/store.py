@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from kcoord.groups.migration import MigratingGroup
 from kcoord.groups.offsets import Offsets, OffsetsLoader
 from kcoord.groups.records import OFFSET_COMMIT_TYPES, GroupConfigKey, GroupConfigValue, OffsetCommitKey
 from kcoord.runtime.outcome import Operation, Outcome, Record
@@ -35,6 +36,11 @@ class GroupNamespace(Protocol):
 
     @property
     def offsets(self) -> Offsets: ...
+
+    @property
+    def classic_groups(self) -> ClassicGroupHost | None:
+        """The classic kind, for groups changing protocol; None where no kind hosts them."""
+        ...
 
 
 class GroupKind(Protocol):
@@ -103,10 +109,30 @@ class GroupsById(Generic[G]):
         return group.next_deadline() if group is not None else None
 
 
-class SimpleGroupHost(GroupKind, Protocol):
-    """The kind whose groups hold the offsets of consumers without membership (Kafka: classic)."""
+class ClassicGroupHost(GroupKind, Protocol):
+    """The kind of classic groups: it hosts the offsets of consumers without membership ("simple"
+    groups), and groups moving to and from the consumer protocol (groups/migration.py)."""
 
     def create_simple_group(self, group_id: str, now: int) -> None: ...
+
+    def is_empty(self, group_id: str) -> bool:
+        """Whether the id is a classic group without members (another kind may take the id)."""
+        ...
+
+    def migration_view(self, group_id: str) -> MigratingGroup | None:
+        """The group as a consumer group would take it over; None unless it has members that all
+        speak the consumer protocol with a subscription and an assignment that parse."""
+        ...
+
+    def hand_over(self, group_id: str, now: int) -> Outcome:
+        """Give the id up: the group's tombstone (its offsets stay), and REBALANCE_IN_PROGRESS for
+        the JoinGroup and SyncGroup requests it holds, so that their members join again."""
+        ...
+
+    def take_over(self, group: MigratingGroup, rebalance: bool, now: int) -> Outcome:
+        """Become the group: its metadata record, then (continuing on the replayed record) the live
+        group with fresh member sessions, and a rebalance if ``rebalance``."""
+        ...
 
 
 KindT = TypeVar("KindT", bound=GroupKind)
@@ -115,7 +141,7 @@ KindFactory = Callable[[GroupNamespace], GroupKind]
 
 class GroupStore:
     def __init__(
-        self, kinds: Iterable[KindFactory], simple_groups: type[SimpleGroupHost] | None = None
+        self, kinds: Iterable[KindFactory], classic_groups: type[ClassicGroupHost] | None = None
     ) -> None:
         self.group_configs: dict[str, dict[str, str]] = {}  # GROUP resource config overrides
         self._offsets = Offsets()
@@ -132,8 +158,8 @@ class GroupStore:
                     raise ValueError(f"records keyed by {cls.__name__} are replayed twice")
                 self._replay[cls] = replay
         self._all = tuple(self._kinds.values())
-        self._simple: SimpleGroupHost | None = (
-            self._kinds[simple_groups] if simple_groups is not None else None  # type: ignore[assignment]
+        self._classic: ClassicGroupHost | None = (
+            self._kinds[classic_groups] if classic_groups is not None else None  # type: ignore[assignment]
         )
 
     def kind(self, cls: type[KindT]) -> KindT:
@@ -163,6 +189,10 @@ class GroupStore:
     def offsets(self) -> Offsets:
         return self._offsets
 
+    @property
+    def classic_groups(self) -> ClassicGroupHost | None:
+        return self._classic
+
     def configs_of(self, group_id: str) -> dict[str, str]:
         return self.group_configs.get(group_id, {})
 
@@ -189,10 +219,10 @@ class GroupStore:
     def loaded(self, now: int) -> None:
         for kind in self._all:
             kind.loaded(now)
-        if self._simple is not None:
+        if self._classic is not None:
             for group_id in self._offsets.committed:
                 if self._kind_of(group_id) is None:
-                    self._simple.create_simple_group(group_id, now)
+                    self._classic.create_simple_group(group_id, now)
 
     def link(self, records: list[Record], base_offset: int) -> list[Record]:
         for kind in self._all:

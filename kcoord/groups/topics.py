@@ -25,6 +25,10 @@ class TopicsView(Protocol):
         """Every topic that is not internal (what a regular-expression subscription can match)."""
         ...
 
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        """The name of an existing topic that is not internal, by its id."""
+        ...
+
     @property
     def version(self) -> int:
         """Changes whenever a topic is created or deleted or gains partitions."""

@@ -22,6 +22,10 @@ S = TypeVar("S")
 class Outcome:
     records: list[Record] = field(default_factory=list)
     responses: list[tuple[Responder, Any]] = field(default_factory=list)
+    # What the operation does next on the state its records made, in the same run and the same
+    # batch (a group converted to another type, then joined): records are only ever applied
+    # through replay, so an operation that must see its own records continues here.
+    then: Callable[[Any, int], Outcome] | None = None
 
     def respond(self, responder: Responder | None, value: Any) -> None:
         if responder is not None:
@@ -30,6 +34,10 @@ class Outcome:
     def extend(self, other: Outcome) -> None:
         self.records.extend(other.records)
         self.responses.extend(other.responses)
+        if other.then is not None:
+            if self.then is not None:
+                raise ValueError("an outcome has one continuation")
+            self.then = other.then
 
 
 Operation = Callable[[S, int], Outcome]  # (shard state, now in ms) -> Outcome

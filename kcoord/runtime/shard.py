@@ -99,10 +99,15 @@ class CoordinatorShard(Generic[S]):
     def run(self, op: Operation[S], now: int) -> Outcome:
         """Run ``op`` and apply its records; what it returns still has to be appended and answered."""
         outcome = op(self.state, now)
-        if outcome.records:
-            replay = self.state.replay
-            for key, value in outcome.records:
+        replay = self.state.replay
+        for key, value in outcome.records:
+            replay(key, value, now)
+        while outcome.then is not None:
+            step, outcome.then = outcome.then, None
+            more = step(self.state, now)
+            for key, value in more.records:
                 replay(key, value, now)
+            outcome.extend(more)
         return outcome
 
     def append(self, records: list[Record], now: int) -> None:

@@ -18,6 +18,7 @@ from kcoord.consumer.group import ConsumerGroupConfig
 from kcoord.consumer.records import CONSUMER_RECORDS
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
+from kcoord.groups.migration import MigrationPolicy
 from kcoord.groups.records import GROUP_RECORDS
 from kcoord.groups.store import GroupStore, offset_expiration
 from kcoord.groups.topics import TopicsView
@@ -50,6 +51,8 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
         max_size=config.group_consumer_max_size,
         assignors=tuple(config.group_consumer_assignors.split(",")),
+        migration_policy=MigrationPolicy(config.group_consumer_migration_policy),
+        classic_max_size=config.group_max_size,
     )
 
 
@@ -70,7 +73,7 @@ def group_store(
                 ns, lambda configs: share_partition_config(configs, config), topics.lookup, records_available
             ),
         ],
-        simple_groups=ClassicGroups,
+        classic_groups=ClassicGroups,
     )
 
 

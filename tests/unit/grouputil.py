@@ -15,14 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kcoord.apis.groups import SyncRequest, heartbeat_op, join_op, leave_op, sync_op
 from kcoord.classic import offsets as rules
-from kcoord.classic.group import ClassicGroup, GroupConfig, JoinRequest
-from kcoord.classic.member import JoinResult, SyncResult
+from kcoord.classic.group import ClassicGroup, GroupConfig
 from kcoord.classic.store import ClassicGroups
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
 from kcoord.consumer.group import HeartbeatRequest, HeartbeatResult
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.groups.classic_protocol import JoinRequest, JoinResult
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol import records as batches
@@ -86,6 +87,9 @@ class FakeTopics:
     def names(self) -> list[str]:
         return list(self._names or {})
 
+    def name_of(self, topic_id: Any) -> str | None:
+        return next((n for n, (i, _) in (self._names or {}).items() if i == topic_id), None)
+
 
 def new_store(
     config: GroupConfig,
@@ -121,7 +125,7 @@ def share_store(partition_config: SharePartitionConfig, topics: Any = None) -> G
                 ns, lambda _configs: partition_config, topics or (lambda _n: None), lambda _g: None
             ),
         ],
-        simple_groups=ClassicGroups,
+        classic_groups=ClassicGroups,
     )
 
 
@@ -187,13 +191,9 @@ class Harness:
         """ConsumerGroupHeartbeat as the handler runs it on the group's kind."""
         answers: list[HeartbeatResult] = []
 
-        def op(store: GroupStore, now: int) -> Outcome:
-            result, records = store.kind(ConsumerGroups).heartbeat(group_id, req, now)
-            out = Outcome(records=records)
-            out.respond(answers.append, result)
-            return out
-
-        self.run_op(op)
+        self.run_op(
+            lambda store, now: store.kind(ConsumerGroups).heartbeat(group_id, req, answers.append, now)
+        )
         return answers[0]
 
     # --- operations -----------------------------------------------------------------------
@@ -222,14 +222,8 @@ class Harness:
             require_known_member_id=version >= 4,
         )
 
-        def op(g: ClassicGroup | None, now: int) -> Outcome:
-            if g is None:
-                out = Outcome()
-                out.respond(inbox, JoinResult(25, member_id))  # UNKNOWN_MEMBER_ID
-                return out
-            return g.join(req, inbox, now)
-
-        self.run(group_id, op, create=member_id == "")
+        bounds = (self.config.min_session_timeout_ms, self.config.max_session_timeout_ms)
+        self.run_op(join_op(group_id, req, bounds, inbox))
         return inbox
 
     def join_fully(self, group_id: str, **kw: Any) -> tuple[str, Inbox]:
@@ -256,41 +250,18 @@ class Harness:
         instance: str | None = None,
     ) -> Inbox:
         inbox = Inbox()
-
-        def op(g: ClassicGroup | None, now: int) -> Outcome:
-            if g is None:
-                out = Outcome()
-                out.respond(inbox, SyncResult(25))
-                return out
-            return g.sync(member_id, instance, generation, None, None, assignments or {}, inbox, now)
-
-        self.run(group_id, op)
+        request = SyncRequest(member_id, instance, generation, None, None, assignments or {})
+        self.run_op(sync_op(group_id, request, inbox))
         return inbox
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance: str | None = None) -> int:
         inbox = Inbox()
-
-        def op(g: ClassicGroup | None, now: int) -> Outcome:
-            out = Outcome()
-            out.respond(inbox, 25 if g is None else g.heartbeat(member_id, instance, generation, now))
-            return out
-
-        self.run(group_id, op)
+        self.run_op(heartbeat_op(group_id, member_id, instance, generation, inbox))
         return inbox.last
 
     def leave(self, group_id: str, *members: tuple[str, str | None]) -> list[int]:
         inbox = Inbox()
-
-        def op(g: ClassicGroup | None, now: int) -> Outcome:
-            if g is None:
-                out = Outcome()
-                out.respond(inbox, [25] * len(members))
-                return out
-            out, errors = g.leave(list(members), now)
-            out.respond(inbox, errors)
-            return out
-
-        self.run(group_id, op)
+        self.run_op(leave_op(group_id, list(members), inbox))
         return inbox.last
 
     def commit(

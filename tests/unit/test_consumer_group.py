@@ -283,13 +283,23 @@ def test_unknown_member_and_unknown_group(h: Harness) -> None:
     assert h.state.kind(ConsumerGroups).get("nope") is None
 
 
-def test_group_id_of_a_classic_group_is_not_a_consumer_group(h: Harness) -> None:
-    h.join_fully("classic")
-    result = Consumer(h, "classic", "a").join("t1")
+def test_classic_group_of_another_protocol_type_is_not_a_consumer_group(h: Harness) -> None:
+    h.join_fully("connect", protocol_type="connect")
+    result = Consumer(h, "connect", "a").join("t1")
     assert (result.error, result.message) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
-        "Group classic is not a consumer group.",
+        "Group connect is not a consumer group.",
     )
+
+
+def test_no_upgrade_when_the_migration_policy_forbids_it(tmp_path: Path, topics: FakeTopics) -> None:
+    h = Harness(
+        tmp_path,
+        new_state=lambda: new_store(GroupConfig(), topics, group_consumer_migration_policy="downgrade"),
+    )
+    h.join_fully("classic")
+    result = Consumer(h, "classic", "a").join("t1")
+    assert result.error == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_group_max_size(tmp_path: Path, topics: FakeTopics) -> None:

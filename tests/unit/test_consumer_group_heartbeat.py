@@ -70,7 +70,7 @@ def heartbeat(
         client_id="c",
         client_host="/127.0.0.1",
     )
-    result, records = group.heartbeat(req, CONFIG, Topics(), now)
+    result, records, _leaving = group.heartbeat(req, CONFIG, Topics(), now)
     for key, value in records:
         groups.replay(key, value, now)
     return result
@@ -103,7 +103,7 @@ def test_first_member_with_empty_subscription_leaves_epoch_0() -> None:
     assert (again.error, again.member_epoch) == (0, 1)
     group = groups.groups["g"]
     req = HeartbeatRequest("m1", 1, None, None, -1, ("t",), None, None, {}, "c", "/127.0.0.1")
-    result, records = group.heartbeat(req, CONFIG, Topics(), 20)
+    result, records, _leaving = group.heartbeat(req, CONFIG, Topics(), 20)
     for key, value in records:
         groups.replay(key, value, 20)
     assert (result.error, result.member_epoch, result.assignment) == (0, 2, {T_ID: frozenset(range(4))})

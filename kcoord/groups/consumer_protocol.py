@@ -1,0 +1,70 @@
+"""The embedded ``consumer`` protocol of classic groups (Kafka's ConsumerProtocol): the
+subscription a member sends in JoinGroup and the assignment it gets in SyncGroup, any version.
+
+Both group kinds read them when a group changes protocol (KIP-848 online migration) and when a
+classic member joins a consumer group; the codecs are kafka-python's schema-driven classes. As
+Kafka's deserializers, a version newer than the schema knows is read as the newest it knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+PROTOCOL_TYPE = "consumer"
+
+
+class MalformedConsumerProtocol(ValueError):
+    """Bytes that are not a consumer protocol subscription or assignment."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    version: int
+    topics: tuple[str, ...]
+    owned: dict[str, tuple[int, ...]]  # v1+: partitions the member owns (cooperative rebalancing)
+    rack_id: str | None  # v3+
+
+
+def decode_subscription(data: bytes) -> Subscription:
+    try:
+        s = ConsumerProtocolSubscription.decode(data)
+    except Exception as e:  # kafka-python raises assorted errors on short or corrupt bytes
+        raise MalformedConsumerProtocol(f"malformed consumer protocol subscription: {e}") from None
+    owned: dict[str, tuple[int, ...]] = {}
+    if s.version >= 1:
+        for tp in s.owned_partitions or ():
+            owned[tp.topic] = tuple(tp.partitions)
+    return Subscription(s.version, tuple(s.topics or ()), owned, s.rack_id if s.version >= 3 else None)
+
+
+def subscription_version(data: bytes) -> int:
+    """The version a member's subscription was written in (its assignment is answered in it)."""
+    if len(data) < 2:
+        raise MalformedConsumerProtocol("consumer protocol subscription shorter than its version")
+    return int.from_bytes(data[:2], "big", signed=True)
+
+
+def decode_assignment(data: bytes) -> dict[str, tuple[int, ...]]:
+    """Topic -> partitions; empty bytes (a member not yet assigned) are no partitions."""
+    if not data:
+        return {}
+    try:
+        a = ConsumerProtocolAssignment.decode(data)
+    except Exception as e:
+        raise MalformedConsumerProtocol(f"malformed consumer protocol assignment: {e}") from None
+    out: dict[str, tuple[int, ...]] = {}
+    for tp in a.assigned_partitions or ():
+        out[tp.topic] = out.get(tp.topic, ()) + tuple(tp.partitions)
+    return out
+
+
+def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int) -> bytes:
+    version = min(max(version, 0), ConsumerProtocolAssignment.max_version)
+    tps = [
+        ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=sorted(ps))
+        for t, ps in sorted(partitions.items())
+    ]
+    return bytes(ConsumerProtocolAssignment(assigned_partitions=tps, user_data=None).encode(version=version))
