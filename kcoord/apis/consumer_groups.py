@@ -13,9 +13,11 @@ Behaviour / version notes:
   an epoch other than 0 is GROUP_ID_NOT_FOUND. The rest is the group's (kcoord/consumer/group.py):
   FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
   GROUP_MAX_SIZE_REACHED. The assignment is sent on full requests (joining, or all of
-  RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set) and when it changed.
+  RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set) and when it changed. An error
+  answer is Kafka's response made from the exception: code and message, no member id, epoch 0.
 - ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not exist or are not consumer
-  groups; v1 adds MemberType (1: consumer protocol, 0: classic protocol).
+  groups, with a message and every other field at its default (state "", epochs 0, no
+  authorized operations); v1 adds MemberType (1: consumer protocol, 0: classic protocol).
 """
 
 from __future__ import annotations
@@ -54,12 +56,14 @@ MEMBER_TYPE_CONSUMER = 1
 
 
 # --- ConsumerGroupHeartbeat ----------------------------------------------------------------------
-def _hb_error(code: int, message: str | None, member_id: str | None = None) -> Any:
+def _hb_error(code: int, message: str | None) -> Any:
+    """An error answer as Kafka makes it from the exception: code and message, every other field
+    at its default (no member id, epoch 0, no assignment)."""
     return _HBResp(
         throttle_time_ms=0,
         error_code=code,
         error_message=message,
-        member_id=member_id,
+        member_id=None,
         member_epoch=0,
         heartbeat_interval_ms=0,
         assignment=None,
@@ -117,9 +121,9 @@ def _assignment(assignment: Any) -> Any:
     )
 
 
-def _hb_response(result: HeartbeatResult) -> Any:
+def heartbeat_response(result: HeartbeatResult) -> Any:
     if result.error:
-        return _hb_error(result.error, result.message, result.member_id or None)
+        return _hb_error(result.error, result.message)
     return _HBResp(
         throttle_time_ms=0,
         error_code=0,
@@ -136,7 +140,7 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     config = services.groups.state_for(req.group_id or "").kind(ConsumerGroups).config
     invalid = _invalid(req, v, config.assignors)
     if invalid is not None:
-        return _hb_error(invalid[0], invalid[1], req.member_id or None)
+        return _hb_error(*invalid)
     gid = req.group_id
     owned = None
     if req.topic_partitions is not None:
@@ -156,7 +160,7 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
         client_id=ctx.client_id or "",
         client_host="/" + ctx.client_host,
     )
-    reply, respond = reply_with(_hb_response)
+    reply, respond = reply_with(heartbeat_response)
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
@@ -186,7 +190,7 @@ def _take_over_empty_classic(store: GroupStore, group_id: str, now: int) -> list
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _hb_error(code, message, req.member_id or None)
+    return _hb_error(code, message)
 
 
 # --- ConsumerGroupDescribe ---------------------------------------------------------------------
@@ -221,17 +225,20 @@ def _described_member(services: Services, group: ConsumerGroup, m: ConsumerGroup
     )
 
 
-def _not_found(gid: str, message: str, ops: int) -> Any:
+def described_error(gid: str, code: int, message: str | None) -> Any:
+    """A group that could not be described, as Kafka answers it: the group id, the error and its
+    message; every other field at its default (state "", epochs 0, no authorized operations:
+    KafkaApis adds them to the groups described without error only)."""
     return _Described(
-        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+        error_code=code,
         error_message=message,
         group_id=gid,
-        group_state="Dead",
-        group_epoch=-1,
-        assignment_epoch=-1,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
         assignor_name="",
         members=[],
-        authorized_operations=ops,
+        authorized_operations=-(2**31),
     )
 
 
@@ -245,7 +252,7 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
         if group is None:
             held = store.held_by_another_type(gid, CONSUMER)
             message = f"Group {gid} is not a consumer group." if held else f"Group {gid} not found."
-            groups.append(_not_found(gid, message, ops))
+            groups.append(described_error(gid, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
         groups.append(
             _Described(
@@ -264,19 +271,4 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _DResp(
-        throttle_time_ms=0,
-        groups=[
-            _Described(
-                error_code=code,
-                error_message=message,
-                group_id=g,
-                group_state="",
-                group_epoch=-1,
-                assignment_epoch=-1,
-                assignor_name="",
-                members=[],
-            )
-            for g in req.group_ids
-        ],
-    )
+    return _DResp(throttle_time_ms=0, groups=[described_error(g, code, message) for g in req.group_ids])
