@@ -6,15 +6,16 @@ Behaviour / version notes:
   (INVALID_REQUEST: an empty member id (v1, or epoch > 0 / -1), group, instance or rack id; a
   join (epoch 0) without RebalanceTimeoutMs, with owned partitions, or with neither topic names
   nor a regex; a static leave (-2) without an instance id; an epoch below -2.
-  UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors;
-  INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile). A group id held by a share group, or
-  by a classic group with members, is GROUP_ID_NOT_FOUND ("not a consumer group"); an empty
-  classic group (offsets only) becomes a consumer group, its offsets kept; an unknown group with
-  an epoch other than 0 is GROUP_ID_NOT_FOUND. The rest is the group's (kcoord/consumer/group.py):
-  FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
-  GROUP_MAX_SIZE_REACHED. The assignment is sent on full requests (joining, or all of
-  RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set) and when it changed. An error
-  answer is Kafka's response made from the exception: code and message, no member id, epoch 0.
+  UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors). A group id held by
+  a share group, or by a classic group with members, is GROUP_ID_NOT_FOUND ("not a consumer
+  group"); an empty classic group (offsets only) becomes a consumer group, its offsets kept; an
+  unknown group with an epoch other than 0 is GROUP_ID_NOT_FOUND. The rest is the group's
+  (kcoord/consumer/group.py), in Kafka's order: GROUP_MAX_SIZE_REACHED; the member's
+  (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID); then
+  INVALID_REGULAR_EXPRESSION, with RE2J's error text, for a regex new to the group that does not
+  compile. The assignment is sent on full requests (joining, or all of RebalanceTimeoutMs,
+  SubscribedTopicNames and TopicPartitions set) and when it changed. An error answer is Kafka's
+  response made from the exception: code and message, no member id, epoch 0.
 - ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not exist or are not consumer
   groups, with a message and every other field at its default (state "", epochs 0, no
   authorized operations); v1 adds MemberType (1: consumer protocol, 0: classic protocol).
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-
-import re2
 
 from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
 from kcoord.apis.context import RequestContext
@@ -100,15 +99,6 @@ def _invalid(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, s
             ErrorCode.UNSUPPORTED_ASSIGNOR,
             f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {supported}.",
         )
-    regex = req.subscribed_topic_regex if version >= 1 else None
-    if regex:
-        try:
-            re2.compile(regex)
-        except re2.error as e:
-            return (
-                ErrorCode.INVALID_REGULAR_EXPRESSION,
-                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
-            )
     return None
 
 

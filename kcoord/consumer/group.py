@@ -340,6 +340,19 @@ class ConsumerGroup:
             client_host=req.client_host,
             classic_member_metadata=None,
         )
+        regex = updated.subscribed_topic_regex
+        if (
+            regex is not None
+            and regex != member.subscribed_topic_regex
+            and not self.regex_subscribers.get(regex)
+        ):
+            # Kafka compiles a regex when a member subscribes to one the group does not have yet.
+            error = regex_error(regex)
+            if error is not None:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}.",
+                )
         bump = False
         if updated.metadata_value() != member.metadata_value() or replaced is not None:
             records += self._member_records(updated)
@@ -725,6 +738,41 @@ class ConsumerGroup:
             self.session_deadlines[mid] = now + config.session_timeout_ms
             if m.state is MemberState.UNREVOKED_PARTITIONS:
                 self.rebalance_deadlines[mid] = (now + max(m.rebalance_timeout_ms, 0), m.member_epoch)
+
+
+# RE2's error texts, and RE2J's for the same errors (PatternSyntaxException.getDescription(), what
+# Kafka's message carries).
+_RE2J_DESCRIPTIONS = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "unexpected )": "unexpected )",
+    "trailing \\": "trailing backslash at end of expression",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class range": "invalid character class range",
+    "invalid character class": "invalid character class",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
+    "unexpected error": "regexp/syntax: internal error",
+}
+
+
+_QUIET = re2.Options()
+_QUIET.log_errors = False  # a client's bad regex is its error, not one for the broker's stderr
+
+
+def regex_error(regex: str) -> str | None:
+    """Why RE2 cannot compile ``regex``, in RE2J's words (Kafka compiles with RE2J); None if it can."""
+    try:
+        re2.compile(regex, _QUIET)
+    except re2.error as e:
+        raw = e.args[0] if e.args else ""
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        kind = text.partition(": ")[0]
+        return _RE2J_DESCRIPTIONS.get(kind, text)
+    return None
 
 
 def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:

@@ -243,6 +243,35 @@ def test_regex_nobody_subscribes_to_is_tombstoned(h: Harness) -> None:
     assert_replays(h)
 
 
+def test_invalid_regex_is_refused_with_re2j_words(h: Harness) -> None:
+    result = Consumer(h, "g", "a").join(regex="[")
+    assert (result.error, result.message) == (
+        ErrorCode.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `[` is not a valid regular expression: missing closing ].",
+    )
+    assert h.state.kind(ConsumerGroups).get("g") is None  # nothing was written
+    assert h.records_written == 0
+
+
+def test_invalid_regex_is_checked_after_the_member(tmp_path: Path, topics: FakeTopics) -> None:
+    """As Kafka's GroupMetadataManager: the group and the member first, then the regex (compiled
+    when the member subscribes to one the group does not have)."""
+    h = Harness(tmp_path, new_state=lambda: new_store(GroupConfig(), topics, group_consumer_max_size=2))
+    a = Consumer(h, "g", "a")
+    a.join("t1")
+    assert h.consumer_heartbeat("g", heartbeat("zz", 3, regex="(")).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.consumer_heartbeat("g", heartbeat("a", 9, regex="(")).error == ErrorCode.FENCED_MEMBER_EPOCH
+    Consumer(h, "g", "b").join("t1")
+    full = Consumer(h, "g", "c").join(regex="(")
+    assert full.error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    own = a.send(heartbeat("a", a.epoch, regex="(", owned=a.owned))
+    assert (own.error, own.message) == (
+        ErrorCode.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `(` is not a valid regular expression: missing closing ).",
+    )
+    assert group(h).members["a"].subscribed_topic_regex is None
+
+
 # --- epochs ------------------------------------------------------------------------------------------
 def test_epoch_ahead_of_the_coordinator_is_fenced(h: Harness) -> None:
     a = Consumer(h, "g", "a")
