@@ -69,13 +69,23 @@ def _hb_error(code: int, message: str | None) -> Any:
     )
 
 
-def _invalid(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, str] | None:
+# What Java's String.trim() removes: every character up to U+0020 (control characters too, but not
+# Unicode spaces such as U+00A0, which Python's str.strip() removes).
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+
+def _blank(value: str | None) -> bool:
+    """Kafka's throwIfEmptyString test: non-null and empty once trimmed as Java trims."""
+    return value is not None and value.strip(_JAVA_TRIMMED) == ""
+
+
+def heartbeat_request_error(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, str] | None:
     """Kafka 4.3's throwIfConsumerGroupHeartbeatRequestIsInvalid, in its order."""
     epoch = req.member_epoch
-    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and req.member_id == "":
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank(req.member_id):
         return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
     for value, what in ((req.group_id, "GroupId"), (req.instance_id, "InstanceId"), (req.rack_id, "RackId")):
-        if value is not None and value.strip() == "":
+        if _blank(value):
             return ErrorCode.INVALID_REQUEST, f"{what} can't be empty."
     if epoch == JOIN_GROUP_MEMBER_EPOCH:
         if req.rebalance_timeout_ms == -1:
@@ -128,7 +138,7 @@ def heartbeat_response(result: HeartbeatResult) -> Any:
 def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     config = services.groups.state_for(req.group_id or "").kind(ConsumerGroups).config
-    invalid = _invalid(req, v, config.assignors)
+    invalid = heartbeat_request_error(req, v, config.assignors)
     if invalid is not None:
         return _hb_error(*invalid)
     gid = req.group_id

@@ -481,8 +481,8 @@ class ConsumerGroup:
             ):
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
-                    f"Static member {existing.member_id} with instance id {req.instance_id} "
-                    "is not released and cannot be replaced yet.",
+                    f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                    f"group because the instance id is owned by {existing.member_id} member.",
                 )
             # The new instance takes the place of the previous one, with its assignment.
             replacement = dataclasses.replace(

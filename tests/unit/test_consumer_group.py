@@ -397,7 +397,11 @@ def test_static_member_rejoins_with_its_assignment_and_no_rebalance(h: Harness) 
 def test_instance_id_in_use_is_unreleased(h: Harness) -> None:
     Consumer(h, "g", "a", instance="i").join("t1")
     result = Consumer(h, "g", "other", instance="i").join("t1")
-    assert result.error == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert (result.error, result.message) == (
+        ErrorCode.UNRELEASED_INSTANCE_ID,
+        "Static member other with instance id i cannot join the group because the instance id is owned "
+        "by a member.",
+    )
 
 
 def test_replaced_static_member_is_fenced(h: Harness) -> None:

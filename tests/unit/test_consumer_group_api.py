@@ -4,10 +4,11 @@ GroupCoordinatorService and KafkaApis build them, encoded at every version."""
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
-from kcoord.apis.consumer_groups import described_error, heartbeat_response
+from kcoord.apis.consumer_groups import described_error, heartbeat_request_error, heartbeat_response
 from kcoord.consumer.group import HeartbeatResult
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import response_class
@@ -69,3 +70,48 @@ def test_described_error_leaves_fields_at_their_defaults(version: int) -> None:
     )
     assert d.authorized_operations == -(2**31)
     assert DESCRIBE_RESPONSE(throttle_time_ms=0, groups=[d]).encode(version=version)
+
+
+# --- the request's own checks (GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid) --
+def request(**fields: object) -> SimpleNamespace:
+    """A valid join of a v1 ConsumerGroupHeartbeat, with ``fields`` over it."""
+    values: dict[str, object] = {
+        "group_id": "g",
+        "member_id": "m",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": ["t"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+    values.update(fields)
+    return SimpleNamespace(**values)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"member_id": " "}, "MemberId can't be empty."),
+        ({"group_id": "\x01\x1f "}, "GroupId can't be empty."),  # Java's trim(): all up to U+0020
+        ({"instance_id": "\t"}, "InstanceId can't be empty."),
+        ({"rack_id": "\n\r"}, "RackId can't be empty."),
+    ],
+)
+def test_blank_strings_as_java_trims_them(fields: dict[str, object], message: str) -> None:
+    assert heartbeat_request_error(request(**fields), 1, ("uniform",)) == (ErrorCode.INVALID_REQUEST, message)
+
+
+def test_unicode_spaces_are_not_blank_for_java() -> None:
+    """String.trim() leaves U+00A0 and U+3000 alone (str.strip() would remove them)."""
+    assert heartbeat_request_error(request(group_id="\u00a0", rack_id="\u3000"), 1, ("uniform",)) is None
+
+
+def test_v0_join_needs_no_member_id() -> None:
+    assert heartbeat_request_error(request(member_id=""), 0, ("uniform",)) is None
+    assert heartbeat_request_error(request(member_id="", member_epoch=1), 0, ("uniform",)) == (
+        ErrorCode.INVALID_REQUEST,
+        "MemberId can't be empty.",
+    )
