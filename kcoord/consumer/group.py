@@ -777,8 +777,12 @@ def regex_error(regex: str) -> str | None:
 
 def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may lag one epoch behind (it did
-    not get the last answer) as long as it owns only partitions it still has."""
+    not get the last answer) as long as it owns only partitions it still has. Epoch 0 is a member
+    rejoining with its member id after it was fenced (it gave up its partitions): accepted, and
+    it is answered with its current epoch and assignment (KAFKA-19233, Kafka 4.3)."""
     epoch = req.member_epoch
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        return
     if epoch > member.member_epoch:
         raise HeartbeatError(
             ErrorCode.FENCED_MEMBER_EPOCH,

@@ -303,6 +303,46 @@ def test_epoch_older_than_the_previous_one_is_fenced(h: Harness, topics: FakeTop
     assert h.consumer_heartbeat("g", heartbeat("a", 1, owned={})).error == ErrorCode.FENCED_MEMBER_EPOCH
 
 
+def test_fenced_member_rejoins_with_epoch_zero_and_keeps_its_assignment(
+    h: Harness, topics: FakeTopics
+) -> None:
+    """KAFKA-19233 (Kafka 4.3): a member fenced by its epoch rejoins with epoch 0 and its member
+    id; it gets its epoch and assignment back, without a rebalance."""
+    a = Consumer(h, "g", "a")
+    a.join("t1")
+    topics.put("t1", 5)
+    a.beat()
+    topics.put("t1", 6)
+    a.beat()
+    assert (a.epoch, group(h).members["a"].previous_member_epoch) == (3, 2)
+    assert a.beat().error == 0
+    assert h.consumer_heartbeat("g", heartbeat("a", 1, owned={})).error == ErrorCode.FENCED_MEMBER_EPOCH
+    rejoined = a.join("t1")
+    assert (rejoined.error, rejoined.member_epoch) == (0, 3)
+    assert rejoined.assignment == {T1: frozenset(range(6))}
+    assert (group(h).group_epoch, group(h).state) == (3, ConsumerGroupState.STABLE)
+    assert_replays(h)
+
+
+def test_member_rejoining_while_it_revokes_moves_on_to_its_target(h: Harness) -> None:
+    """A member that rejoins owns nothing: what it was revoking is released, and it moves to the
+    target epoch with the partitions it keeps."""
+    a, b = Consumer(h, "g", "a"), Consumer(h, "g", "b")
+    a.join("t1")
+    b.join("t1")
+    a.send(heartbeat("a", a.epoch, owned=a.owned))
+    assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    kept = group(h).target["a"]
+    rejoined = a.join("t1")
+    assert (rejoined.error, rejoined.member_epoch) == (0, 2)
+    assert a.owned == kept
+    b.beat()
+    assert_no_partition_owned_twice(a, b)
+    assert a.partitions(NAMES) | b.partitions(NAMES) == {("t1", p) for p in range(4)}
+    assert group(h).state is ConsumerGroupState.STABLE
+    assert_replays(h)
+
+
 def test_unknown_member_and_unknown_group(h: Harness) -> None:
     Consumer(h, "g", "a").join("t1")
     assert h.consumer_heartbeat("g", heartbeat("zz", 1, owned={})).error == ErrorCode.UNKNOWN_MEMBER_ID
