@@ -425,7 +425,7 @@ class ConsumerGroup:
             member.state,
             member.assigned,
             member.pending_revocation,
-        ) or joining:
+        ):
             records.append(self._assignment_record(reconciled))
         # Deadlines (not persisted).
         self.session_deadlines[member_id] = now + config.session_timeout_ms

@@ -317,9 +317,11 @@ def test_fenced_member_rejoins_with_epoch_zero_and_keeps_its_assignment(
     assert (a.epoch, group(h).members["a"].previous_member_epoch) == (3, 2)
     assert a.beat().error == 0
     assert h.consumer_heartbeat("g", heartbeat("a", 1, owned={})).error == ErrorCode.FENCED_MEMBER_EPOCH
+    written = h.records_written
     rejoined = a.join("t1")
     assert (rejoined.error, rejoined.member_epoch) == (0, 3)
     assert rejoined.assignment == {T1: frozenset(range(6))}
+    assert h.records_written == written  # nothing changed: nothing to write, as Kafka
     assert (group(h).group_epoch, group(h).state) == (3, ConsumerGroupState.STABLE)
     assert_replays(h)
 
