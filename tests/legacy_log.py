@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kcoord.protocol import records
-from kcoord.protocol.messages import register_schema_pair, request_class
-from tests.wire import ApiKey, Conn
+from kcoord.protocol.messages import request_class
+from tests.wire import ApiKey, Conn, api
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURE_DIR = DATA / "legacy-coordinator-log"
@@ -54,16 +54,6 @@ ORDERS, PAYMENTS, SHARE_TOPIC = "legacy-orders", "legacy-payments", "legacy-shar
 RESOURCE_GROUP = 32
 CONFIG_SOURCE_GROUP = 8
 ACCEPT, RELEASE, REJECT = 1, 2, 3
-
-
-def api(key: int, name: str) -> Any:
-    """The request class of an API key, registering kcoord's schema pair for the share APIs
-    (kafka-python has none); looked up at each use, as other test modules register them too."""
-    cls = request_class(key)
-    if cls is None:
-        register_schema_pair(name)
-        cls = request_class(key)
-    return cls
 
 
 def call(c: Conn, key: int, version: int, client_id: str = "kcoord-tests", **fields: Any) -> Any:

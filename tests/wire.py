@@ -14,9 +14,20 @@ from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kcoord.protocol.messages import ApiKey, request_class, response_class
+from kcoord.protocol.messages import ApiKey, register_schema_pair, request_class, response_class
 
-__all__ = ["ApiKey", "Conn", "build_batch", "fetch_request", "request_header"]
+__all__ = ["ApiKey", "Conn", "api", "build_batch", "fetch_request", "request_header"]
+
+
+def api(key: int, name: str) -> Any:
+    """The request class of an API key, registering kcoord's schema pair ``name`` for the APIs
+    kafka-python has no classes for (share groups, KIP-848 consumer groups); looked up at each
+    use, as other test modules register them too."""
+    cls = request_class(key)
+    if cls is None:
+        register_schema_pair(name)
+        cls = request_class(key)
+    return cls
 
 
 def request_header(

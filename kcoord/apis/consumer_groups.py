@@ -6,28 +6,29 @@ Behaviour / version notes:
   (INVALID_REQUEST: an empty member id (v1, or epoch > 0 / -1), group, instance or rack id; a
   join (epoch 0) without RebalanceTimeoutMs, with owned partitions, or with neither topic names
   nor a regex; a static leave (-2) without an instance id; an epoch below -2.
-  UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors;
-  INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile). A join to a classic group id: an
-  empty classic group (offsets only) becomes a consumer group, its offsets kept; one with members
-  is upgraded (group.consumer.migration.policy upgrade or bidirectional) when all its members use
-  the ``consumer`` protocol type and it is no bigger than group.consumer.max.size, otherwise it is
-  GROUP_ID_NOT_FOUND ("not a consumer group"), as a share group id is. An unknown group with an
-  epoch other than 0 is GROUP_ID_NOT_FOUND. A member leaving for good that was the last on the
-  consumer protocol turns the group back into a classic group (downgrade). The rest is the
-  group's (kcoord/consumer/group.py): FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
-  UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED. The assignment is sent on
-  full requests (joining, or all of RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions
-  set) and when it changed.
+  UNSUPPORTED_ASSIGNOR for a ServerAssignor not in group.consumer.assignors). A join to a classic
+  group id: an empty classic group (offsets only) becomes a consumer group, its offsets kept; one
+  with members is upgraded (group.consumer.migration.policy upgrade or bidirectional) when all
+  its members use the ``consumer`` protocol type and it is no bigger than
+  group.consumer.max.size, otherwise it is GROUP_ID_NOT_FOUND ("not a consumer group"), as a
+  share group id is. An unknown group with an epoch other than 0 is GROUP_ID_NOT_FOUND. A member
+  leaving for good that was the last on the consumer protocol turns the group back into a classic
+  group (downgrade). The rest is the group's (kcoord/consumer/group.py), in Kafka's order:
+  GROUP_MAX_SIZE_REACHED; the member's (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+  UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID); then INVALID_REGULAR_EXPRESSION, with RE2J's error
+  text, for a regex new to the group that does not compile. The assignment is sent on full
+  requests (joining, or all of RebalanceTimeoutMs, SubscribedTopicNames and TopicPartitions set)
+  and when it changed. An error answer is Kafka's response made from the exception: code and
+  message, no member id, epoch 0.
 - ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not exist or are not consumer
-  groups; v1 adds MemberType (1: consumer protocol, 0: classic protocol).
+  groups, with a message and every other field at its default (state "", epochs 0, no
+  authorized operations); v1 adds MemberType (1: consumer protocol, 0: classic protocol).
 """
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
-
-import re2
 
 from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
 from kcoord.apis.context import RequestContext
@@ -53,25 +54,37 @@ MEMBER_TYPE_CONSUMER = 1
 
 
 # --- ConsumerGroupHeartbeat ----------------------------------------------------------------------
-def _hb_error(code: int, message: str | None, member_id: str | None = None) -> Any:
+def _hb_error(code: int, message: str | None) -> Any:
+    """An error answer as Kafka makes it from the exception: code and message, every other field
+    at its default (no member id, epoch 0, no assignment)."""
     return _HBResp(
         throttle_time_ms=0,
         error_code=code,
         error_message=message,
-        member_id=member_id,
+        member_id=None,
         member_epoch=0,
         heartbeat_interval_ms=0,
         assignment=None,
     )
 
 
-def _invalid(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, str] | None:
+# What Java's String.trim() removes: every character up to U+0020 (control characters too, but not
+# Unicode spaces such as U+00A0, which Python's str.strip() removes).
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+
+def _blank(value: str | None) -> bool:
+    """Kafka's throwIfEmptyString test: non-null and empty once trimmed as Java trims."""
+    return value is not None and value.strip(_JAVA_TRIMMED) == ""
+
+
+def heartbeat_request_error(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, str] | None:
     """Kafka 4.3's throwIfConsumerGroupHeartbeatRequestIsInvalid, in its order."""
     epoch = req.member_epoch
-    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and req.member_id == "":
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank(req.member_id):
         return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
     for value, what in ((req.group_id, "GroupId"), (req.instance_id, "InstanceId"), (req.rack_id, "RackId")):
-        if value is not None and value.strip() == "":
+        if _blank(value):
             return ErrorCode.INVALID_REQUEST, f"{what} can't be empty."
     if epoch == JOIN_GROUP_MEMBER_EPOCH:
         if req.rebalance_timeout_ms == -1:
@@ -95,15 +108,6 @@ def _invalid(req: Any, version: int, assignors: tuple[str, ...]) -> tuple[int, s
             ErrorCode.UNSUPPORTED_ASSIGNOR,
             f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {supported}.",
         )
-    regex = req.subscribed_topic_regex if version >= 1 else None
-    if regex:
-        try:
-            re2.compile(regex)
-        except re2.error as e:
-            return (
-                ErrorCode.INVALID_REGULAR_EXPRESSION,
-                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
-            )
     return None
 
 
@@ -116,9 +120,9 @@ def _assignment(assignment: Any) -> Any:
     )
 
 
-def _hb_response(result: HeartbeatResult) -> Any:
+def heartbeat_response(result: HeartbeatResult) -> Any:
     if result.error:
-        return _hb_error(result.error, result.message, result.member_id or None)
+        return _hb_error(result.error, result.message)
     return _HBResp(
         throttle_time_ms=0,
         error_code=0,
@@ -133,9 +137,9 @@ def _hb_response(result: HeartbeatResult) -> Any:
 def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     config = services.groups.state_for(req.group_id or "").kind(ConsumerGroups).config
-    invalid = _invalid(req, v, config.assignors)
+    invalid = heartbeat_request_error(req, v, config.assignors)
     if invalid is not None:
-        return _hb_error(invalid[0], invalid[1], req.member_id or None)
+        return _hb_error(*invalid)
     gid = req.group_id
     owned = None
     if req.topic_partitions is not None:
@@ -155,14 +159,14 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
         client_id=ctx.client_id or "",
         client_host="/" + ctx.client_host,
     )
-    reply, respond = reply_with(_hb_response)
+    reply, respond = reply_with(heartbeat_response)
 
     services.groups.tell(gid, lambda store, now: store.kind(ConsumerGroups).heartbeat(gid, hb, respond, now))
     return reply
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _hb_error(code, message, req.member_id or None)
+    return _hb_error(code, message)
 
 
 # --- ConsumerGroupDescribe ---------------------------------------------------------------------
@@ -197,17 +201,20 @@ def _described_member(services: Services, group: ConsumerGroup, m: ConsumerGroup
     )
 
 
-def _not_found(gid: str, message: str, ops: int) -> Any:
+def described_error(gid: str, code: int, message: str | None) -> Any:
+    """A group that could not be described, as Kafka answers it: the group id, the error and its
+    message; every other field at its default (state "", epochs 0, no authorized operations:
+    KafkaApis adds them to the groups described without error only)."""
     return _Described(
-        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+        error_code=code,
         error_message=message,
         group_id=gid,
-        group_state="Dead",
-        group_epoch=-1,
-        assignment_epoch=-1,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
         assignor_name="",
         members=[],
-        authorized_operations=ops,
+        authorized_operations=-(2**31),
     )
 
 
@@ -221,7 +228,7 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
         if group is None:
             held = store.held_by_another_type(gid, CONSUMER)
             message = f"Group {gid} is not a consumer group." if held else f"Group {gid} not found."
-            groups.append(_not_found(gid, message, ops))
+            groups.append(described_error(gid, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
         groups.append(
             _Described(
@@ -240,19 +247,4 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _DResp(
-        throttle_time_ms=0,
-        groups=[
-            _Described(
-                error_code=code,
-                error_message=message,
-                group_id=g,
-                group_state="",
-                group_epoch=-1,
-                assignment_epoch=-1,
-                assignor_name="",
-                members=[],
-            )
-            for g in req.group_ids
-        ],
-    )
+    return _DResp(throttle_time_ms=0, groups=[described_error(g, code, message) for g in req.group_ids])

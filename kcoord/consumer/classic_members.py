@@ -127,9 +127,7 @@ def join(
             if found is not None:
                 owned[found[0]] = frozenset(parts)
         try:
-            reconciled, records = group.update_member(
-                member, updated, replaced, owned, config, topics, now, joining=False
-            )
+            reconciled, records = group.update_member(member, updated, replaced, owned, config, topics, now)
         except FencedMemberEpoch as e:  # an unknown member state: start again from nothing
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, str(e)) from None
     except HeartbeatError as e:

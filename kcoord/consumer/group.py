@@ -350,9 +350,22 @@ class ConsumerGroup:
             client_host=req.client_host,
             classic_member_metadata=None,
         )
+        regex = updated.subscribed_topic_regex
+        if (
+            regex is not None
+            and regex != member.subscribed_topic_regex
+            and not self.regex_subscribers.get(regex)
+        ):
+            # Kafka compiles a regex when a member subscribes to one the group does not have yet.
+            error = regex_error(regex)
+            if error is not None:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}.",
+                )
         try:
             reconciled, records = self.update_member(
-                member, updated, replaced, req.owned, config, topics, now, joining
+                member, updated, replaced, req.owned, config, topics, now
             )
         except FencedMemberEpoch as e:
             raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
@@ -400,7 +413,6 @@ class ConsumerGroup:
         config: ConsumerGroupConfig,
         topics: TopicsView,
         now: int,
-        joining: bool,
     ) -> tuple[ConsumerGroupMember, list[Record]]:
         """The records of ``member`` becoming ``updated`` (replacing the static member ``replaced``),
         whichever protocol it speaks: the member, the group epoch if its subscription or the
@@ -484,7 +496,7 @@ class ConsumerGroup:
             member.state,
             member.assigned,
             member.pending_revocation,
-        ) or joining:
+        ):
             records.append(self._assignment_record(reconciled))
         return reconciled, records
 
@@ -515,8 +527,8 @@ class ConsumerGroup:
             ):
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
-                    f"Static member {existing.member_id} with instance id {req.instance_id} "
-                    "is not released and cannot be replaced yet.",
+                    f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                    f"group because the instance id is owned by {existing.member_id} member.",
                 )
             # The new instance takes the place of the previous one, with its assignment.
             replacement = dataclasses.replace(
@@ -831,10 +843,49 @@ def subscription_hash(
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+# RE2's error texts, and RE2J's for the same errors (PatternSyntaxException.getDescription(), what
+# Kafka's message carries).
+_RE2J_DESCRIPTIONS = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "unexpected )": "unexpected )",
+    "trailing \\": "trailing backslash at end of expression",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class range": "invalid character class range",
+    "invalid character class": "invalid character class",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
+    "unexpected error": "regexp/syntax: internal error",
+}
+
+
+_QUIET = re2.Options()
+_QUIET.log_errors = False  # a client's bad regex is its error, not one for the broker's stderr
+
+
+def regex_error(regex: str) -> str | None:
+    """Why RE2 cannot compile ``regex``, in RE2J's words (Kafka compiles with RE2J); None if it can."""
+    try:
+        re2.compile(regex, _QUIET)
+    except re2.error as e:
+        raw = e.args[0] if e.args else ""
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        kind = text.partition(": ")[0]
+        return _RE2J_DESCRIPTIONS.get(kind, text)
+    return None
+
+
 def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may lag one epoch behind (it did
-    not get the last answer) as long as it owns only partitions it still has."""
+    not get the last answer) as long as it owns only partitions it still has. Epoch 0 is a member
+    rejoining with its member id after it was fenced (it gave up its partitions): accepted, and
+    it is answered with its current epoch and assignment (KAFKA-19233, Kafka 4.3)."""
     epoch = req.member_epoch
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        return
     if epoch > member.member_epoch:
         raise HeartbeatError(
             ErrorCode.FENCED_MEMBER_EPOCH,

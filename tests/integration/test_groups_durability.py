@@ -20,12 +20,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kafka.protocol.consumer.group import (
-    JoinGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    SyncGroupRequest,
-)
+from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 
 from tests import coordinator_log
 from tests.coordinator_log import (
@@ -35,57 +30,11 @@ from tests.coordinator_log import (
     parse_group_value,
     parse_offset_value,
 )
+from tests.group_client import FGroup, commit, fetch_all
 from tests.harness import BrokerFactory, BrokerProcess
 from tests.wire import ApiKey, Conn, build_batch
 
-CTopic = OffsetCommitRequest.OffsetCommitRequestTopic
-CPart = CTopic.OffsetCommitRequestPartition
-FGroup = OffsetFetchRequest.OffsetFetchRequestGroup
-
 pytestmark = pytest.mark.slow
-
-
-def commit(
-    c: Conn, group: str, topic: str, partitions: int, offset: int, generation: int = -1, member: str = ""
-) -> None:
-    resp = c.request(
-        ApiKey.OffsetCommit,
-        8,
-        group_id=group,
-        generation_id_or_member_epoch=generation,
-        member_id=member,
-        group_instance_id=None,
-        topics=[
-            CTopic(
-                name=topic,
-                partitions=[
-                    CPart(
-                        partition_index=p,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                    for p in range(partitions)
-                ],
-            )
-        ],
-    )
-    codes = [p.error_code for t in resp.topics for p in t.partitions]
-    assert codes == [0] * partitions, codes
-
-
-def fetch_all(c: Conn, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
-    """OffsetFetch v8, topics = null: every committed offset of each group."""
-    resp = c.request(
-        ApiKey.OffsetFetch, 8, groups=[FGroup(group_id=g, topics=None) for g in groups], require_stable=True
-    )
-    out = {}
-    for g in resp.groups:
-        assert g.error_code == 0
-        out[g.group_id] = {
-            (t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions
-        }
-    return out
 
 
 # --- acknowledged commits survive kill -9 ----------------------------------------------------------

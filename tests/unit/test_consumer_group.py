@@ -243,6 +243,35 @@ def test_regex_nobody_subscribes_to_is_tombstoned(h: Harness) -> None:
     assert_replays(h)
 
 
+def test_invalid_regex_is_refused_with_re2j_words(h: Harness) -> None:
+    result = Consumer(h, "g", "a").join(regex="[")
+    assert (result.error, result.message) == (
+        ErrorCode.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `[` is not a valid regular expression: missing closing ].",
+    )
+    assert h.state.kind(ConsumerGroups).get("g") is None  # nothing was written
+    assert h.records_written == 0
+
+
+def test_invalid_regex_is_checked_after_the_member(tmp_path: Path, topics: FakeTopics) -> None:
+    """As Kafka's GroupMetadataManager: the group and the member first, then the regex (compiled
+    when the member subscribes to one the group does not have)."""
+    h = Harness(tmp_path, new_state=lambda: new_store(GroupConfig(), topics, group_consumer_max_size=2))
+    a = Consumer(h, "g", "a")
+    a.join("t1")
+    assert h.consumer_heartbeat("g", heartbeat("zz", 3, regex="(")).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.consumer_heartbeat("g", heartbeat("a", 9, regex="(")).error == ErrorCode.FENCED_MEMBER_EPOCH
+    Consumer(h, "g", "b").join("t1")
+    full = Consumer(h, "g", "c").join(regex="(")
+    assert full.error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    own = a.send(heartbeat("a", a.epoch, regex="(", owned=a.owned))
+    assert (own.error, own.message) == (
+        ErrorCode.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `(` is not a valid regular expression: missing closing ).",
+    )
+    assert group(h).members["a"].subscribed_topic_regex is None
+
+
 # --- epochs ------------------------------------------------------------------------------------------
 def test_epoch_ahead_of_the_coordinator_is_fenced(h: Harness) -> None:
     a = Consumer(h, "g", "a")
@@ -272,6 +301,48 @@ def test_epoch_older_than_the_previous_one_is_fenced(h: Harness, topics: FakeTop
     a.beat()
     assert a.epoch == 3
     assert h.consumer_heartbeat("g", heartbeat("a", 1, owned={})).error == ErrorCode.FENCED_MEMBER_EPOCH
+
+
+def test_fenced_member_rejoins_with_epoch_zero_and_keeps_its_assignment(
+    h: Harness, topics: FakeTopics
+) -> None:
+    """KAFKA-19233 (Kafka 4.3): a member fenced by its epoch rejoins with epoch 0 and its member
+    id; it gets its epoch and assignment back, without a rebalance."""
+    a = Consumer(h, "g", "a")
+    a.join("t1")
+    topics.put("t1", 5)
+    a.beat()
+    topics.put("t1", 6)
+    a.beat()
+    assert (a.epoch, group(h).members["a"].previous_member_epoch) == (3, 2)
+    assert a.beat().error == 0
+    assert h.consumer_heartbeat("g", heartbeat("a", 1, owned={})).error == ErrorCode.FENCED_MEMBER_EPOCH
+    written = h.records_written
+    rejoined = a.join("t1")
+    assert (rejoined.error, rejoined.member_epoch) == (0, 3)
+    assert rejoined.assignment == {T1: frozenset(range(6))}
+    assert h.records_written == written  # nothing changed: nothing to write, as Kafka
+    assert (group(h).group_epoch, group(h).state) == (3, ConsumerGroupState.STABLE)
+    assert_replays(h)
+
+
+def test_member_rejoining_while_it_revokes_moves_on_to_its_target(h: Harness) -> None:
+    """A member that rejoins owns nothing: what it was revoking is released, and it moves to the
+    target epoch with the partitions it keeps."""
+    a, b = Consumer(h, "g", "a"), Consumer(h, "g", "b")
+    a.join("t1")
+    b.join("t1")
+    a.send(heartbeat("a", a.epoch, owned=a.owned))
+    assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    kept = group(h).target["a"]
+    rejoined = a.join("t1")
+    assert (rejoined.error, rejoined.member_epoch) == (0, 2)
+    assert a.owned == kept
+    b.beat()
+    assert_no_partition_owned_twice(a, b)
+    assert a.partitions(NAMES) | b.partitions(NAMES) == {("t1", p) for p in range(4)}
+    assert group(h).state is ConsumerGroupState.STABLE
+    assert_replays(h)
 
 
 def test_unknown_member_and_unknown_group(h: Harness) -> None:
@@ -378,7 +449,11 @@ def test_static_member_rejoins_with_its_assignment_and_no_rebalance(h: Harness) 
 def test_instance_id_in_use_is_unreleased(h: Harness) -> None:
     Consumer(h, "g", "a", instance="i").join("t1")
     result = Consumer(h, "g", "other", instance="i").join("t1")
-    assert result.error == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert (result.error, result.message) == (
+        ErrorCode.UNRELEASED_INSTANCE_ID,
+        "Static member other with instance id i cannot join the group because the instance id is owned "
+        "by a member.",
+    )
 
 
 def test_replaced_static_member_is_fenced(h: Harness) -> None:
