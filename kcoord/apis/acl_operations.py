@@ -8,10 +8,11 @@ operation Kafka defines for it.
 from __future__ import annotations
 
 # AclOperation codes: 3 READ, 4 WRITE, 5 CREATE, 6 DELETE, 7 ALTER, 8 DESCRIBE, 9 CLUSTER_ACTION,
-# 10 DESCRIBE_CONFIGS, 11 ALTER_CONFIGS, 12 IDEMPOTENT_WRITE, 14 DESCRIBE_TOKENS.
+# 10 DESCRIBE_CONFIGS, 11 ALTER_CONFIGS, 12 IDEMPOTENT_WRITE; per resource type as Kafka 4's
+# AclEntry.supportedOperations (groups have configs since KIP-848 and KIP-932).
 TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
-CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12, 14}
-GROUP_OPERATIONS = {3, 6, 8}  # READ, DELETE, DESCRIBE
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
+GROUP_OPERATIONS = {3, 6, 8, 10, 11}  # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 
 
 def bitfield(ops: set[int]) -> int:

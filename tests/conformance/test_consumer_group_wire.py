@@ -475,8 +475,9 @@ def test_describe(conn: Conn, topic: str, version: int) -> None:
     assert (d.error_code, d.error_message, d.group_id, d.group_state) == (0, None, group, "Stable")
     assert (d.group_epoch, d.assignment_epoch) == (2, 2)
     assert d.assignor_name == "range"  # the one the members ask for, over the default (uniform)
-    read_describe_delete = 1 << 3 | 1 << 6 | 1 << 8  # AclOperation codes READ, DELETE, DESCRIBE
-    assert d.authorized_operations & read_describe_delete == read_describe_delete
+    # Kafka 4's AclEntry.supportedOperations(GROUP): READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+    # ALTER_CONFIGS (AclOperation codes 3, 6, 8, 10, 11).
+    assert d.authorized_operations == 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11
     members = {m.member_id: m for m in d.members}
     assert set(members) == {a.member_id, b.member_id}
     for consumer, instance, rack, client in (
