@@ -5,6 +5,8 @@ ClassicGroup.fromConsumerGroup. The kind (store.py) decides when; this module sa
 
 from __future__ import annotations
 
+import uuid
+
 from kcoord.consumer.group import ConsumerGroup, subscription_hash
 from kcoord.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.consumer.records import (
@@ -105,7 +107,13 @@ def downgrade_view(
     group: ConsumerGroup, leaving: str, joining: ConsumerGroupMember | None, topics: TopicsView
 ) -> MigratingGroup:
     """The classic group a consumer group becomes when ``leaving`` goes (replaced by ``joining``,
-    a static member's new instance, if given): every other member with its target assignment."""
+    a static member's new instance, if given): every other member with the partitions it owns,
+    those it has yet to revoke included.
+
+    Kafka writes each member's target assignment instead. A target may hold partitions another
+    member has not released yet; should the group be upgraded again before its members rejoin
+    (or, after a static member's replacement, the new instance sync at once), such a partition
+    would have two owners. What members own is disjoint, and is what their clients hold."""
     members = [m for mid, m in group.members.items() if mid != leaving]
     if joining is not None:
         members.append(joining)
@@ -113,10 +121,13 @@ def downgrade_view(
     for m in members:
         classic = m.classic_member_metadata
         assert classic is not None
-        # A static member's new instance takes the target of the one it replaces.
-        source = leaving if joining is not None and m.member_id == joining.member_id else m.member_id
+        # A static member's new instance takes the place of the one it replaces.
+        source = group.members[leaving] if joining is not None and m.member_id == joining.member_id else m
+        owned: dict[uuid.UUID, set[int]] = {}
+        for topic_id, parts in (*source.assigned.items(), *source.pending_revocation.items()):
+            owned.setdefault(topic_id, set()).update(parts)
         assigned: dict[str, tuple[int, ...]] = {}
-        for topic_id, parts in group.target.get(source, {}).items():
+        for topic_id, parts in owned.items():
             name = topics.name_of(topic_id)
             if name is not None:
                 assigned[name] = tuple(sorted(parts))
