@@ -5,7 +5,9 @@
 - two consumers share a topic's partitions while records keep being produced: every offset is
   consumed exactly once. Each commits every message synchronously before polling again, and has
   rebalance callbacks, so librdkafka applies a revocation from within poll (not from its own
-  thread while the application still holds a message), after the last commit.
+  thread while the application still holds a message), after the last commit;
+- a regular-expression subscription ("^...", resolved by the broker) picks up a topic created
+  later.
 """
 
 from __future__ import annotations
@@ -178,3 +180,29 @@ def test_two_consumers_share_partitions_while_producing(kbroker: BrokerProcess, 
     finally:
         checker.close()
     assert describe_group(kbroker, group).state == "Empty"
+
+
+def test_regex_subscription_picks_up_new_topic(kbroker: BrokerProcess, unique_topic: str) -> None:
+    """librdkafka sends a "^..." subscription as SubscribedTopicRegex: the broker resolves it,
+    again when a matching topic is created."""
+    group, first, later = unique_topic + "-g", unique_topic + "-a", unique_topic + "-b"
+    kbroker.create_topic(first, 2)
+    kbroker.create_topic(unique_topic + "x", 1)  # does not match
+    produce(kbroker, first, 2, 3, prefix=first + ":")
+    consumer = ck.Consumer(consumer_conf(kbroker, group, "rx"))
+    try:
+        consumer.subscribe([f"^{unique_topic}-.*"])
+        got = consume(consumer, 6)
+        member = describe_group(kbroker, group).member("rx")
+        assert (member.subscribed_topic_names, member.assigned) == ((), {(first, 0), (first, 1)})
+        assert member.subscribed_topic_regex is not None and unique_topic in member.subscribed_topic_regex
+
+        kbroker.create_topic(later, 3)
+        produce(kbroker, later, 3, 2, prefix=later + ":")
+        got += consume(consumer, 6)
+        assert sorted(v for _, _, v in got) == sorted(
+            [f"{first}:p{p}-{i}" for p in range(2) for i in range(3)]
+            + [f"{later}:p{p}-{i}" for p in range(3) for i in range(2)]
+        )
+    finally:
+        consumer.close()
