@@ -9,6 +9,8 @@ Behaviour / version notes:
   UNKNOWN_TOPIC_ID); metadata longer than offset.metadata.max.bytes is
   OFFSET_METADATA_TOO_LARGE (counted as Kafka does: UTF-16 units of a Java string, not bytes);
   RetentionTimeMs (v2-v4) other than -1 gives the offsets their own expiry (value v1, KIP-211);
+  a consumer group member (KIP-848) commits with its member epoch (STALE_MEMBER_EPOCH), or an
+  older one for partitions it has held since (KIP-1251, kcoord/consumer/group.py);
   the response is sent once the commit is durable;
 - OffsetFetch: v2+ Topics = null returns every committed offset of the group, with a top-level
   error code (KIP-88), while before v2 a null does not parse in Kafka and closes the
@@ -83,6 +85,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     # (response topic index, partition index) -> error, for partitions refused before the group sees them
     results: list[tuple[Any, list[list[int]]]] = []
     commits: list[tuple[str, int, int, int, str]] = []
+    committed_ids: list[tuple[uuid.UUID, int]] = []  # (topic id, partition) of each commit
     slots: list[list[int]] = []
     for t in req.topics:
         topic = pm.get_by_id(t.topic_id) if v >= 10 else pm.get(t.name)
@@ -106,6 +109,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
                         p.committed_metadata or "",
                     )
                 )
+                committed_ids.append((topic.topic_id, p.partition_index))
                 slots.append(entry)
         results.append((t, parts))
 
@@ -128,7 +132,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         out = Outcome()
         consumer = store.kind(ConsumerGroups).get(gid)
         if consumer is not None:
-            error = consumer.validate_offset_commit(member_id, generation, v)
+            error = consumer.validate_offset_commit(member_id, generation, v, committed_ids)
             if error:
                 out.respond(respond, error)
                 return out

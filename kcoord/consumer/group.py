@@ -186,10 +186,20 @@ class ConsumerGroup:
     def offset_expiration_base(self) -> Callable[[OffsetCommitValue], int] | None:
         return None if self.dead else _commit_time
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int) -> int:
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        member_epoch: int,
+        api_version: int,
+        partitions: Collection[tuple[uuid.UUID, int]] = (),
+    ) -> int:
         """Kafka's ConsumerGroup.validateOffsetCommit: a commit without member (epoch < 0) is
         accepted while the group has no member; otherwise the member must be known and its epoch
-        current (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a member on the classic protocol)."""
+        current (ILLEGAL_GENERATION for a member on the classic protocol). A consumer-protocol
+        member may commit with an older epoch (KIP-1251, Kafka 4.3) if every partition committed
+        (topic id, partition) is still its own, assigned or pending revocation, since an epoch no
+        later than the commit's: a commit sent just before a heartbeat moved the member's epoch on
+        (partitions added) stays valid. Otherwise STALE_MEMBER_EPOCH."""
         if self.dead:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if member_epoch < 0 and not self.members:
@@ -199,10 +209,18 @@ class ConsumerGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return (
-                ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
-            )
+        if member_epoch == member.member_epoch:
+            return 0
+        if member.uses_classic_protocol:
+            return ErrorCode.ILLEGAL_GENERATION
+        if member_epoch > member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        for topic_id, partition in partitions:
+            assigned_at = member.assigned.get(topic_id, {}).get(partition)
+            if assigned_at is None:
+                assigned_at = member.pending_revocation.get(topic_id, {}).get(partition)
+            if assigned_at is None or member_epoch < assigned_at:
+                return ErrorCode.STALE_MEMBER_EPOCH
         return 0
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:

@@ -2,6 +2,8 @@
 
 The probe is compiled once per session with javac into a temporary directory (faster than
 source-file mode at every start); each ``JavaProbe`` is one JVM: a group member or an Admin.
+The fixtures ``probe_classpath`` and ``java`` are shared by the test modules that import them by
+name (``java = group_probe.java``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 JAVA_DIR = REPO / "tests" / "java"
@@ -144,6 +148,40 @@ class JavaProbe:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+# --- fixtures (test modules import them by name) ----------------------------------------------
+_classpaths: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def probe_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The probe's classpath, compiled once per test session (each module that uses the fixture
+    registers its own copy, hence the cache); skips without a JDK or jars."""
+    if "cp" not in _classpaths:
+        try:
+            _classpaths["cp"] = build_probe(tmp_path_factory.mktemp("group-probe"))
+        except Exception as e:  # no JDK or no jars on this machine
+            pytest.skip(f"Java group probe unavailable: {e}")
+    return _classpaths["cp"]
+
+
+@pytest.fixture
+def java(probe_classpath: str, tmp_path: Path) -> Iterator[Callable[..., JavaProbe]]:
+    """Start GroupProbe JVMs: ``java("member", bootstrap, group, topic, "k=v", ...)``; every JVM
+    it started is ended at the end of the test."""
+    started: list[JavaProbe] = []
+
+    def start(*args: str) -> JavaProbe:
+        p = JavaProbe(probe_classpath, list(args), tmp_path / f"java{len(started)}.log")
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            p.close()
 
 
 # --- parsing member output ----------------------------------------------------------------------

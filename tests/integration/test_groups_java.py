@@ -13,14 +13,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from tests.harness import BrokerFactory, BrokerProcess
-from tests.integration.group_probe import JavaProbe, assignments, build_probe, commits, records
+from tests.integration import group_probe
+from tests.integration.group_probe import assignments, commits, records
 from tests.wire import ApiKey, Conn, build_batch
 
 pytestmark = pytest.mark.java
@@ -28,27 +26,9 @@ pytestmark = pytest.mark.java
 FAST_GROUPS = ["--group-initial-rebalance-delay-ms", "0"]
 
 
-@pytest.fixture(scope="session")
-def probe_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    try:
-        return build_probe(tmp_path_factory.mktemp("group-probe"))
-    except Exception as e:  # no JDK or no jars on this machine
-        pytest.skip(f"Java group probe unavailable: {e}")
-
-
-@pytest.fixture
-def java(probe_classpath: str, tmp_path: Path) -> Iterator[Callable[..., JavaProbe]]:
-    """Start GroupProbe JVMs: ``java("member", bootstrap, group, topic, "k=v", ...)``."""
-    started: list[JavaProbe] = []
-
-    def start(*args: str) -> JavaProbe:
-        p = JavaProbe(probe_classpath, list(args), tmp_path / f"java{len(started)}.log")
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.close()
+# The group probe's fixtures, shared with test_consumer_groups_java.py.
+probe_classpath = group_probe.probe_classpath
+java = group_probe.java
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-// The official Java client (kafka-clients 4.x, classic group protocol) driven line by line by a
-// test: a consumer group member, or an Admin client for the group APIs.
+// The official Java client (kafka-clients 4.x) driven line by line by a test: a consumer group
+// member (classic protocol by default, group.protocol=consumer for KIP-848), or an Admin client
+// for the group APIs.
 //
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/GroupProbe.java member HOST:PORT GROUP TOPIC [k=v ...]
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/GroupProbe.java admin HOST:PORT
@@ -10,9 +11,14 @@
 // <t-p,...>" from the rebalance listener, "@@ REC <partition> <offset> <value>" per record and,
 // after each poll that returned records, commitSync of the positions reached and
 // "@@ COMMITTED <partition> <offset>" (a commit refused by a rebalance prints "@@ COMMITFAIL").
+// Partitions revoked print "@@ REVOKED <t-p,...>", partitions lost (fenced) "@@ LOST <t-p,...>".
 // Arguments with a dot are consumer configs; pollDelayMs=N sleeps after each non-empty poll so
-// that rebalances interleave with consumption. Commands on stdin: "close" (commitSync, close,
-// "@@ CLOSED"), "halt" (exit at once: no commit, no LeaveGroup, like kill -9). A fenced static
+// that rebalances interleave with consumption; pattern=REGEX subscribes by a java.util.regex
+// Pattern (matched by the client against its metadata) and subscriptionPattern=REGEX by a
+// SubscriptionPattern (RE2J, resolved by the broker, group.protocol=consumer only) instead of
+// TOPIC. Commands on stdin: "close" (commitSync, close, "@@ CLOSED"), "halt" (exit at once: no
+// commit, no LeaveGroup, like kill -9), "stall" (stop calling poll, "@@ STALLED": the JVM and the
+// client's background threads stay alive), "resume" (poll again, "@@ RESUMED"). A fenced static
 // member prints "@@ FENCED" and exits.
 //
 // admin: one command per stdin line, each answered by its "@@ " lines and then "@@ DONE";
@@ -20,6 +26,11 @@
 //   list                              -> @@ GROUP <id> <state> <type> <protocol type>
 //   describe G...                     -> @@ DESC <id> <state> <assignor> <member count>
 //                                        @@ MEMBER <id> <member id> <instance id|-> <client id> <t-p,...>
+//                                        or @@ DESCERR <id> <exception class>
+//   describe-type G...                -> @@ TDESC <id> <type> <state> <assignor> <member count>
+//                                           <group epoch|-> <target assignment epoch|->
+//                                        @@ TMEMBER <id> <member id> <instance id|-> <client id> <host>
+//                                           <member epoch|-> <t-p,...> <target t-p,...|none>
 //                                        or @@ DESCERR <id> <exception class>
 //   offsets G                         -> @@ OFFSET <topic> <partition> <offset> <metadata>
 //   alter G T:P:OFFSET...             -> (nothing on success)
@@ -41,6 +52,7 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
@@ -56,6 +68,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
@@ -120,10 +133,16 @@ public class GroupProbe {
         p.put("session.timeout.ms", "10000");
         p.put("max.poll.records", "20");
         long pollDelayMs = 0;
+        String pattern = null;
+        String subscriptionPattern = null;
         for (String kv : extra) {
             String[] pair = kv.split("=", 2);
             if (pair[0].equals("pollDelayMs")) {
                 pollDelayMs = Long.parseLong(pair[1]);
+            } else if (pair[0].equals("pattern")) {
+                pattern = pair[1];
+            } else if (pair[0].equals("subscriptionPattern")) {
+                subscriptionPattern = pair[1];
             } else {
                 p.put(pair[0], pair[1]);
             }
@@ -135,7 +154,7 @@ public class GroupProbe {
         }
         ConcurrentLinkedQueue<String> commands = readCommands();
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
-        consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                 out("REVOKED " + parts(partitions));
@@ -146,7 +165,20 @@ public class GroupProbe {
                 out("ASSIGNED " + consumer.groupMetadata().generationId() + " "
                         + consumer.groupMetadata().memberId() + " " + parts(consumer.assignment()));
             }
-        });
+
+            @Override
+            public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                out("LOST " + parts(partitions));
+            }
+        };
+        if (pattern != null) {
+            consumer.subscribe(Pattern.compile(pattern), listener);
+        } else if (subscriptionPattern != null) {
+            consumer.subscribe(new SubscriptionPattern(subscriptionPattern), listener);
+        } else {
+            consumer.subscribe(List.of(topic), listener);
+        }
+        boolean stalled = false;
         try {
             while (true) {
                 String cmd = commands.poll();
@@ -160,6 +192,18 @@ public class GroupProbe {
                         out("CLOSED");
                         System.exit(0);
                     }
+                    if (cmd.equals("stall")) {
+                        stalled = true;
+                        out("STALLED");
+                    }
+                    if (cmd.equals("resume")) {
+                        stalled = false;
+                        out("RESUMED");
+                    }
+                }
+                if (stalled) {
+                    Thread.sleep(20);
+                    continue;
                 }
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
                 if (records.isEmpty()) {
@@ -245,6 +289,29 @@ public class GroupProbe {
                     for (MemberDescription m : d.members()) {
                         out("MEMBER " + id + " " + m.consumerId() + " " + m.groupInstanceId().orElse("-") + " "
                                 + m.clientId() + " " + parts(m.assignment().topicPartitions()));
+                    }
+                }
+                break;
+            }
+            case "describe-type": {
+                Map<String, KafkaFuture<ConsumerGroupDescription>> described = admin.describeConsumerGroups(rest).describedGroups();
+                for (String id : rest) {
+                    ConsumerGroupDescription d;
+                    try {
+                        d = get(described.get(id));
+                    } catch (Exception e) {
+                        out("DESCERR " + id + " " + e.getClass().getSimpleName());
+                        continue;
+                    }
+                    out("TDESC " + id + " " + d.type() + " " + d.groupState() + " "
+                            + (d.partitionAssignor().isEmpty() ? "-" : d.partitionAssignor()) + " " + d.members().size()
+                            + " " + d.groupEpoch().map(String::valueOf).orElse("-")
+                            + " " + d.targetAssignmentEpoch().map(String::valueOf).orElse("-"));
+                    for (MemberDescription m : d.members()) {
+                        out("TMEMBER " + id + " " + m.consumerId() + " " + m.groupInstanceId().orElse("-") + " "
+                                + m.clientId() + " " + m.host() + " " + m.memberEpoch().map(String::valueOf).orElse("-")
+                                + " " + parts(m.assignment().topicPartitions()) + " "
+                                + m.targetAssignment().map(a -> parts(a.topicPartitions())).orElse("none"));
                     }
                 }
                 break;

@@ -8,7 +8,8 @@ hit: ConsumerGroup's heartbeat is driven directly and its records replayed as th
   consumer subscribed by a java.util.regex.Pattern that matches nothing yet), so the member is
   never answered with the joining epoch 0;
 - a regular-expression subscription is assigned the matching topics in the answer to the join
-  that resolved it.
+  that resolved it;
+- an offset commit with an older member epoch is valid for partitions held since (KIP-1251).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any
 from kcoord.consumer.group import ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
 from kcoord.consumer.member import LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.protocol.errors import ErrorCode
 
 T_ID, U_ID = uuid.UUID(int=7), uuid.UUID(int=8)
 CONFIG = ConsumerGroupConfig()
+STALE = ErrorCode.STALE_MEMBER_EPOCH
 
 
 class Topics:
@@ -116,3 +119,29 @@ def test_regex_subscription_is_assigned_when_resolved() -> None:
     group = groups.groups["g"]
     assert group.regexes["u-.*"].topics == ("u-1",)
     assert group.target == {"m1": {U_ID: frozenset(range(2))}}
+
+
+def test_commit_with_an_older_epoch_for_partitions_held_since() -> None:
+    """KIP-1251: a commit sent just before a heartbeat moved the member's epoch on is valid for
+    the partitions the member has held since an epoch no later than the commit's."""
+    groups = new_groups()
+    assert heartbeat(groups, "m1", 0, {}, now=0).member_epoch == 1  # all of t, at epoch 1
+    joined = heartbeat(groups, "m2", 0, {}, now=10)  # takes two partitions once m1 revokes them
+    assert (joined.member_epoch, joined.assignment) == (2, {})
+    revoking = heartbeat(groups, "m1", 1, {T_ID: [0, 1, 2, 3]}, now=20)
+    assert revoking.member_epoch == 1  # still epoch 1 while it revokes
+    kept = sorted(groups.groups["g"].members["m1"].assigned[T_ID])
+    gone = sorted({0, 1, 2, 3} - set(kept))
+    assert heartbeat(groups, "m1", 1, {T_ID: kept}, now=30).member_epoch == 2
+    m2 = heartbeat(groups, "m2", 2, {}, now=40)
+    assert (m2.member_epoch, m2.assignment) == (2, {T_ID: frozenset(gone)})
+
+    group = groups.groups["g"]
+    # m1 now at epoch 2; its commit with epoch 1 for partitions it kept is still valid...
+    assert group.validate_offset_commit("m1", 1, 9, [(T_ID, p) for p in kept]) == 0
+    assert group.validate_offset_commit("m1", 2, 9, [(T_ID, p) for p in kept]) == 0
+    # ...not for one it gave away, nor with an epoch older than the partition's assignment.
+    assert group.validate_offset_commit("m1", 1, 9, [(T_ID, kept[0]), (T_ID, gone[0])]) == STALE
+    assert group.validate_offset_commit("m1", 3, 9, [(T_ID, kept[0])]) == STALE
+    assert group.validate_offset_commit("m2", 1, 9, [(T_ID, gone[0])]) == STALE
+    assert group.validate_offset_commit("m2", 2, 9, [(T_ID, gone[0])]) == 0
