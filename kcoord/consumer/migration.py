@@ -127,10 +127,10 @@ def downgrade_view(
         for topic_id, parts in (*source.assigned.items(), *source.pending_revocation.items()):
             owned.setdefault(topic_id, set()).update(parts)
         assigned: dict[str, tuple[int, ...]] = {}
-        for topic_id, parts in owned.items():
+        for topic_id, held in owned.items():
             name = topics.name_of(topic_id)
             if name is not None:
-                assigned[name] = tuple(sorted(parts))
+                assigned[name] = tuple(sorted(held))
         out.append(
             MigratingMember(
                 member_id=m.member_id,
