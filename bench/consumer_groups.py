@@ -44,6 +44,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -411,8 +412,10 @@ class Broker:
 class Profiler:
     """py-spy on the broker while a phase is measured (``--profile``): raw collapsed stacks."""
 
-    def __init__(self, pid: int, raw: Path, rate: int):
+    def __init__(self, pid: int, raw: Path, rate: int, native: bool = False):
         self.raw = raw
+        # --native (C frames: uvloop, syscalls) needs py-spy to pause the broker for each sample
+        how = ["--native"] if native else ["--nonblocking"]
         self.proc = subprocess.Popen(
             [
                 "py-spy",
@@ -425,7 +428,7 @@ class Profiler:
                 "raw",
                 "--nolineno",
                 "--threads",
-                "--nonblocking",
+                *how,
                 "--output",
                 str(raw),
             ],
@@ -433,11 +436,12 @@ class Profiler:
             stderr=subprocess.PIPE,
             text=True,
         )
-        # py-spy says "Sampling process ..." once it is attached
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        if "Sampling" not in line:
-            raise SystemExit(f"py-spy did not start: {line.strip()} {self.proc.stderr.read()[-300:]}")
+        # py-spy prints nothing on attaching when its output is not a terminal: give it a moment
+        # (outside the measured window) and check that it is still there.
+        time.sleep(1.0)
+        if self.proc.poll() is not None:
+            err = self.proc.communicate()[1]
+            raise SystemExit(f"py-spy exited (rc {self.proc.returncode}): {err.strip()[-300:]}")
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)  # our own child: py-spy writes its output on SIGINT
@@ -656,6 +660,7 @@ class Driver:
         self.final_epoch = max(epoch, *(x.epoch for x in self.members))
         self.at_final = sum(1 for x in self.members if x.epoch == self.final_epoch and x is not m)
         self.release_gen = 0
+        self.release_ms: list[float] = []  # when each release was answered, from the clock's start
         self.waking = False
         self.heartbeats = 0
         self._apply(m, epoch, assignment or {})
@@ -738,6 +743,8 @@ class Driver:
         if m.releasing:
             m.releasing = False
             self.release_gen += 1
+            m.sent_gen = self.release_gen  # its own release frees nothing it waits for
+            self.release_ms.append((time.perf_counter() - self.t0) * 1000)
             if not self.waking:  # wake the waiting members once per loop pass
                 self.waking = True
                 self.loop.call_soon(self._wake)
@@ -848,7 +855,7 @@ async def _consumer_run(
         def before_last() -> None:
             nonlocal prof
             if profile_raw is not None and args.profile == "reconcile":
-                prof = Profiler(pid, profile_raw, args.profile_rate)
+                prof = Profiler(pid, profile_raw, args.profile_rate, args.profile_native)
 
         await d.join(before_last)
         join_s = time.perf_counter() - t_join
@@ -865,6 +872,7 @@ async def _consumer_run(
             "rounds": max(hbs),
             "heartbeats": d.heartbeats,
             "releases": d.release_gen,
+            "first_release_ms": d.release_ms[0] if d.release_ms else None,
             "broker_cpu_s": d.cpu1[0] - d.cpu0[0],
             "driver_cpu_s": d.cpu1[1] - d.cpu0[1],
         }
@@ -897,7 +905,7 @@ async def _consumer_run(
             and mismatched == 0
         )
         if profile_raw is not None and args.profile == "steady":
-            prof = Profiler(pid, profile_raw, args.profile_rate)
+            prof = Profiler(pid, profile_raw, args.profile_rate, args.profile_native)
         st = await d.steady(args.steady_s, args.interval_ms / 1000, WARMUP_S)
         if prof is not None:
             prof.stop()
@@ -1016,11 +1024,51 @@ def _fmt(x: float | None, nd: int = 0) -> str:
     return "-" if x is None else f"{x:,.{nd}f}"
 
 
-def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def _met(value: float | None, target: float, n_ok: int, n_all: int) -> str:
+    if n_ok < n_all:
+        return f"INVALID runs ({n_ok}/{n_all} ok)" if n_ok else "NOT MET (no valid run)"
+    if value is None:
+        return "-"
+    return "met" if value <= target else "NOT MET"
+
+
+def figures(consumer: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the KIP-848 runs and each target's verdict (also the suite's table rows)."""
     ok = [r for r in consumer if "error" not in r]
-    rec_ms = [r["reconcile_ms"] for r in ok]
-    us = [r["steady"]["us_per_hb"] for r in ok]
-    us_idle = [r["steady"]["us_per_hb_idle_subtracted"] for r in ok]
+    confirmed = sum(1 for r in ok if r.get("stable_confirmed"))
+    clean = sum(1 for r in ok if not r["steady"]["bad_answers"])
+    f: dict[str, Any] = {"runs": len(consumer), "ok": len(ok), "stable_confirmed": confirmed}
+    for key, get in (
+        ("reconcile_ms", lambda r: r["reconcile_ms"]),
+        ("rounds", lambda r: r["rounds"]),
+        ("heartbeats", lambda r: r["heartbeats"]),
+        ("first_release_ms", lambda r: r.get("first_release_ms")),
+        ("reconcile_broker_cpu_s", lambda r: r["broker_cpu_s"]),
+        ("reconcile_driver_cpu_s", lambda r: r["driver_cpu_s"]),
+        ("us_per_hb", lambda r: r["steady"]["us_per_hb"]),
+        ("us_per_hb_idle_subtracted", lambda r: r["steady"]["us_per_hb_idle_subtracted"]),
+        ("steady_heartbeats", lambda r: r["steady"]["heartbeats"]),
+        ("steady_rate", lambda r: r["steady"]["rate"]),
+        ("steady_broker_cpu_s", lambda r: r["steady"]["broker_cpu_s"]),
+        ("steady_driver_cpu_s", lambda r: r["steady"]["driver_cpu_s"]),
+        ("idle_cpu_s", lambda r: r["steady"]["idle_cpu_s"]),
+        ("idle_s", lambda r: r["steady"]["idle_s"]),
+        ("rss_mb", lambda r: r.get("rss_mb")),
+    ):
+        vals = [get(r) for r in ok]
+        f[key] = _med(vals)
+        f[key + "_span"] = vals
+    f["bad_answers"] = sum(sum(r["steady"]["bad_answers"].values()) for r in ok)
+    f["reconcile_met"] = _met(f["reconcile_ms"], RECONCILE_TARGET_MS, confirmed, len(consumer))
+    f["steady_met"] = _met(f["us_per_hb"], STEADY_TARGET_US, clean, len(consumer))
+    f["steady_idle_subtracted_met"] = _met(
+        f["us_per_hb_idle_subtracted"], STEADY_TARGET_US, clean, len(consumer)
+    )
+    return f
+
+
+def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    f = figures(consumer)
     valid_classic = [r for r in classic if r.get("valid")]
     first = [r.get("first_join_to_stable_ms") for r in valid_classic]
     t_stable = [r.get("t_stable_ms") for r in valid_classic]
@@ -1029,53 +1077,40 @@ def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args:
         for r in valid_classic
         if r.get("t_stable_ms") is not None and r.get("t_last_join_ms") is not None
     ]
-
-    def met(value: float | None, target: float, n_ok: int, n_all: int) -> str:
-        if n_ok < n_all:
-            return f"INVALID runs ({n_ok}/{n_all} ok)" if n_ok else "NOT MET (no valid run)"
-        if value is None:
-            return "-"
-        return "met" if value <= target else "NOT MET"
-
     n = len(consumer)
-    confirmed = sum(1 for r in ok if r.get("stable_confirmed"))
     m, p = args.members, args.partitions
     rows = [
         [
             f"KIP-848 m{m} p{p}: last join answered -> all reconciled",
             "ms",
-            _fmt(_med(rec_ms), 1),
-            _span(rec_ms, 1),
-            f"rounds {_fmt(_med([r['rounds'] for r in ok]))}, "
-            f"heartbeats {_fmt(_med([r['heartbeats'] for r in ok]))}, "
-            f"broker CPU {_fmt(_med([r['broker_cpu_s'] for r in ok]), 3)} s, "
-            f"driver CPU {_fmt(_med([r['driver_cpu_s'] for r in ok]), 3)} s; "
-            f"Describe: Stable {confirmed}/{len(ok)}",
+            _fmt(f["reconcile_ms"], 1),
+            _span(f["reconcile_ms_span"], 1),
+            f"rounds {_fmt(f['rounds'])}, heartbeats {_fmt(f['heartbeats'])}, first release answered at "
+            f"{_fmt(f['first_release_ms'], 1)} ms, broker CPU {_fmt(f['reconcile_broker_cpu_s'], 3)} s, "
+            f"driver CPU {_fmt(f['reconcile_driver_cpu_s'], 3)} s; "
+            f"Describe: Stable {f['stable_confirmed']}/{f['ok']}",
             f"<= {RECONCILE_TARGET_MS:.0f} ms",
-            met(_med(rec_ms), RECONCILE_TARGET_MS, confirmed, n),
+            f["reconcile_met"],
         ],
         [
             f"KIP-848 steady m{m} x {args.interval_ms / 1000:g} s: broker CPU / heartbeat",
             "us",
-            _fmt(_med(us), 1),
-            _span(us, 1),
-            f"{_fmt(_med([r['steady']['heartbeats'] for r in ok]))} heartbeats in {args.steady_s:g} s "
-            f"({_fmt(_med([r['steady']['rate'] for r in ok]))}/s), "
-            f"broker CPU {_fmt(_med([r['steady']['broker_cpu_s'] for r in ok]), 2)} s, "
-            f"driver CPU {_fmt(_med([r['steady']['driver_cpu_s'] for r in ok]), 2)} s, "
-            f"bad answers {sum(sum(r['steady']['bad_answers'].values()) for r in ok)}",
+            _fmt(f["us_per_hb"], 1),
+            _span(f["us_per_hb_span"], 1),
+            f"{_fmt(f['steady_heartbeats'])} heartbeats in {args.steady_s:g} s "
+            f"({_fmt(f['steady_rate'])}/s), broker CPU {_fmt(f['steady_broker_cpu_s'], 2)} s, "
+            f"driver CPU {_fmt(f['steady_driver_cpu_s'], 2)} s, bad answers {f['bad_answers']}",
             f"<= {STEADY_TARGET_US:.0f} us",
-            met(_med(us), STEADY_TARGET_US, sum(1 for r in ok if not r["steady"]["bad_answers"]), n),
+            f["steady_met"],
         ],
         [
             "  same, idle broker CPU subtracted",
             "us",
-            _fmt(_med(us_idle), 1),
-            _span(us_idle, 1),
-            f"idle broker CPU {_fmt(_med([r['steady']['idle_cpu_s'] for r in ok]), 3)} s "
-            f"over {_fmt(_med([r['steady']['idle_s'] for r in ok]))} s",
+            _fmt(f["us_per_hb_idle_subtracted"], 1),
+            _span(f["us_per_hb_idle_subtracted_span"], 1),
+            f"idle broker CPU {_fmt(f['idle_cpu_s'], 3)} s over {_fmt(f['idle_s'])} s",
             "(for reference)",
-            "met" if (_med(us_idle) or 1e9) <= STEADY_TARGET_US else "NOT MET",
+            f["steady_idle_subtracted_met"],
         ],
     ]
     if classic:
@@ -1090,7 +1125,7 @@ def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args:
                 f"{_fmt(_med([r.get('rejoins') for r in valid_classic]))}, "
                 f"broker CPU {_fmt(_med([r.get('server_cpu_s') for r in valid_classic]), 2)} s",
                 f"<= {CLASSIC_TARGET_MS:.0f} ms (issue 5)",
-                met(_med(first), CLASSIC_TARGET_MS, len(valid_classic), nc),
+                _met(_med(first), CLASSIC_TARGET_MS, len(valid_classic), nc),
             ],
             [
                 f"classic m{m} (kload): last JoinGroup response -> Stable",
@@ -1131,23 +1166,41 @@ def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args:
 
 
 # --- main ----------------------------------------------------------------------------------------------
+WAITING = ("epoll_pwait", "epoll_wait", "PyThread_acquire_lock_timed", "_queue_SimpleQueue_get")
+
+
 def profile_report(raws: list[Path], top: int) -> str:
+    """Per thread (merged across the repeats' processes): the top functions by self and total
+    time. With --profile-native py-spy counts a thread blocked in epoll or on a lock as active:
+    those samples are left out (and counted), so the percentages are of the thread's CPU."""
     from bench.profile import TRUNK, aggregate
 
     merged: dict[str, tuple[int, collections.Counter[str], collections.Counter[str]]] = {}
+    waits: collections.Counter[str] = collections.Counter()
     for raw in raws:
         if not raw.exists():
             continue
-        for thread, (total, selfc, tc) in aggregate(raw).items():
+        kept = []
+        for line in raw.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            thread = re.sub(r"^thread \(\d+\): ", "", stack.split(";", 1)[0])
+            if any(w in stack for w in WAITING) and n.isdigit():
+                waits[thread] += int(n)
+                continue
+            kept.append(line)
+        filtered = raw.with_suffix(".busy.txt")
+        filtered.write_text("\n".join(kept) + "\n")
+        for tid, (total, selfc, tc) in aggregate(filtered).items():
+            thread = re.sub(r"^thread \(\d+\): ", "", tid)  # one name across the repeats' processes
             t0, s0, c0 = merged.get(thread, (0, collections.Counter(), collections.Counter()))
             merged[thread] = (t0 + total, s0 + selfc, c0 + tc)
     lines = []
     for thread, (total, selfc, tc) in sorted(merged.items(), key=lambda kv: -kv[1][0]):
-        lines.append(f"\n{thread}: {total} active samples")
+        lines.append(f"\n{thread}: {total} busy samples ({waits.get(thread, 0)} waiting left out)")
         lines.append(f"  top {top} by self time:")
         lines += [f"    {100 * k / total:5.1f}%  {fn}" for fn, k in selfc.most_common(top)]
         lines.append(f"  top {top} by total time (without the start-up frames every stack shares):")
-        inner = [(fn, k) for fn, k in tc.most_common() if not fn.endswith(TRUNK)]
+        inner = [(fn, k) for fn, k in tc.most_common() if not fn.endswith(TRUNK) and k < total]
         lines += [f"    {100 * k / total:5.1f}%  {fn}" for fn, k in inner[:top]]
     return "\n".join(lines)
 
@@ -1176,6 +1229,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="sample the broker with py-spy during that measured phase (numbers then carry its cost)",
     )
     ap.add_argument("--profile-rate", type=int, default=500, help="py-spy samples per second")
+    ap.add_argument(
+        "--profile-native",
+        action="store_true",
+        help="--profile with C frames (uvloop, syscalls); py-spy then pauses the broker for each sample",
+    )
     ap.add_argument("--top", type=int, default=20, help="--profile: functions listed")
     ap.add_argument("--out", default="", help="results directory (default /tmp/kcoord-bench/cg-<time>)")
     args = ap.parse_args(argv)
@@ -1213,7 +1271,8 @@ def run(args: argparse.Namespace, out: Path, classic: bool = True) -> dict[str, 
             st = r["steady"]
             common.log(
                 f"  KIP-848: joins {r['join_s']:.1f} s; reconciled in {r['reconcile_ms']:.1f} ms, "
-                f"{r['rounds']} rounds, {r['heartbeats']} heartbeats, broker CPU {r['broker_cpu_s']:.3f} s, "
+                f"{r['rounds']} rounds, {r['heartbeats']} heartbeats, first release answered at "
+                f"{_fmt(r['first_release_ms'], 1)} ms, broker CPU {r['broker_cpu_s']:.3f} s, "
                 f"driver CPU {r['driver_cpu_s']:.3f} s; Describe {r['describe']}; steady "
                 f"{st['heartbeats']} hb, {st['us_per_hb']:.1f} us/hb raw, "
                 f"{st['us_per_hb_idle_subtracted']:.1f} idle-subtracted, bad {st['bad_answers']}"
