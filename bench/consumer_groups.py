@@ -1275,7 +1275,8 @@ def run(args: argparse.Namespace, out: Path, classic: bool = True) -> dict[str, 
                 f"{_fmt(r['first_release_ms'], 1)} ms, broker CPU {r['broker_cpu_s']:.3f} s, "
                 f"driver CPU {r['driver_cpu_s']:.3f} s; Describe {r['describe']}; steady "
                 f"{st['heartbeats']} hb, {st['us_per_hb']:.1f} us/hb raw, "
-                f"{st['us_per_hb_idle_subtracted']:.1f} idle-subtracted, bad {st['bad_answers']}"
+                f"{st['us_per_hb_idle_subtracted']:.1f} idle-subtracted, bad {st['bad_answers']}, "
+                f"skipped (previous heartbeat unanswered) {st['skipped']}"
             )
         if classic:
             c = classic_repeat(args, out, rep)
