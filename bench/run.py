@@ -46,6 +46,8 @@ if __package__ in (None, ""):  # run as ``python bench/run.py``
 from bench import common, durability
 
 WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "share")
+# Only when named in --workloads: not part of the default run.
+OPTIONAL_WORKLOADS = ("consumer-groups",)
 REBALANCE_TARGET_MS = 200.0
 RESTART_TARGET_S = 5.0
 
@@ -325,6 +327,39 @@ def share_cells(r: dict[str, Any]) -> list[str]:
     ]
 
 
+# --- consumer-groups workload (optional) --------------------------------------------------------
+def consumer_groups_cells(f: dict[str, Any]) -> list[list[str]]:
+    """bench/consumer_groups.py's two rows (KIP-848, 1000 members); no peer has a figure to compare."""
+    from bench.consumer_groups import RECONCILE_TARGET_MS, STEADY_TARGET_US
+
+    return [
+        [
+            "KIP-848 m1000 reconcile",
+            "ms, last join -> reconciled",
+            fmt(f["reconcile_ms"], 1),
+            *["-"] * 7,
+            f"{fmt(f['reconcile_broker_cpu_s'], 2)} s",
+            "-",
+            fmt(f["rss_mb"], 0),
+            "-",
+            f"<= {RECONCILE_TARGET_MS:.0f} ms",
+            f["reconcile_met"],
+        ],
+        [
+            "KIP-848 m1000 steady heartbeats",
+            "us CPU/heartbeat (idle-subtracted)",
+            f"{fmt(f['us_per_hb'], 1)} ({fmt(f['us_per_hb_idle_subtracted'], 1)})",
+            *["-"] * 7,
+            f"{fmt(f['steady_broker_cpu_s'], 2)} s",
+            fmt(f["us_per_hb"], 1),
+            fmt(f["rss_mb"], 0),
+            "-",
+            f"<= {STEADY_TARGET_US:.0f} us",
+            f["steady_met"],
+        ],
+    ]
+
+
 # --- main ----------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
@@ -338,7 +373,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--warmup", type=float, default=None, help="warm-up seconds per run (default 1; quick 0.5)"
     )
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"comma list of {', '.join(WORKLOADS)} (the default), and {', '.join(OPTIONAL_WORKLOADS)}",
+    )
     ap.add_argument(
         "--rows", default="", help="comma list of matrix row ids to keep, e.g. 'commit c8 d16 p1'"
     )
@@ -368,7 +407,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.restart_runs = args.restart_runs or (1 if q else 3)
     args.share_records = args.share_records or (200_000 if q else 1_000_000)
     args.workloads = [w for w in args.workloads.split(",") if w]
-    unknown = set(args.workloads) - set(WORKLOADS)
+    unknown = set(args.workloads) - set(WORKLOADS) - set(OPTIONAL_WORKLOADS)
     if unknown:
         ap.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     args.peers = [p for p in args.peers.split(",") if p]
@@ -482,7 +521,20 @@ def main(argv: list[str] | None = None) -> int:
 
         share_result = share.run(records=args.share_records, out=out, kcoord_args=args.kcoord_args.split())
         common.log(share.describe(share_result))
-    text = report(out, matrix, args.repeats, restart_result, share_result, crashes)
+    cg_result = None
+    if "consumer-groups" in args.workloads:
+        from bench import consumer_groups
+
+        # the classic row beside it is the matrix's 'rebalance m1000' (full matrix)
+        steady_s = "5" if args.quick else "20"
+        cg_args = consumer_groups.parse_args(
+            ["--repeats", str(args.repeats), "--steady-s", steady_s, "--no-classic"]
+        )
+        cg_args.kcoord_args = args.kcoord_args
+        cg = consumer_groups.run(cg_args, out, classic=False)
+        cg_result = {"figures": consumer_groups.figures(cg["consumer"]), "problems": cg["problems"]}
+        common.log(cg["table"])
+    text = report(out, matrix, args.repeats, restart_result, share_result, crashes, cg_result)
     meta["finished"] = datetime.datetime.now().isoformat()
     meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -517,6 +569,7 @@ def report(
     restart_result: dict[str, Any] | None,
     share: dict[str, Any] | list[str] | None,
     crashes: list[str],
+    consumer_groups: dict[str, Any] | None = None,
 ) -> str:
     """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
     raw = out / "raw.jsonl"
@@ -528,6 +581,8 @@ def report(
     extra = [restart_cells(restart_result)] if restart_result else []
     if share is not None:
         extra.append(share if isinstance(share, list) else share_cells(share))
+    if consumer_groups is not None:
+        extra += consumer_groups_cells(consumer_groups["figures"])
     table = render(rows, extra, repeats)
     if meta:
         table += (
@@ -547,6 +602,15 @@ def report(
             f"{r['config'].replace(' ', '_')}-r{r['repeat']}.log)"
         )
     notes += [f"- CRASH {c}" for c in crashes]
+    if consumer_groups is not None:
+        cgf = consumer_groups["figures"]
+        if cgf["ok"] < cgf["runs"] or cgf["stable_confirmed"] < cgf["ok"] or cgf["bad_answers"]:
+            notes.append(
+                f"- consumer-groups: {cgf['ok']}/{cgf['runs']} runs ok, Describe Stable "
+                f"{cgf['stable_confirmed']}/{cgf['ok']}, {cgf['bad_answers']} bad steady answers "
+                f"(see {out}/consumer_groups.json)"
+            )
+        notes += [f"- kcoord log: {line}" for line in consumer_groups["problems"][:20]]
     if restart_result and not restart_result.get("all_correct", True):
         notes.append(f"- restart: an OffsetFetch answered a wrong offset: {restart_result['runs']}")
     log_lines = problems_in_logs(out / "logs")
@@ -559,7 +623,14 @@ def report(
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(
         json.dumps(
-            {"rows": rows, "restart": restart_result, "share": share, "crashes": crashes, "repeats": repeats},
+            {
+                "rows": rows,
+                "restart": restart_result,
+                "share": share,
+                "consumer_groups": consumer_groups,
+                "crashes": crashes,
+                "repeats": repeats,
+            },
             indent=1,
         )
     )
@@ -572,7 +643,13 @@ def resummarise(out: Path) -> int:
     prev = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     matrix = [tuple(m) for m in meta["matrix"]]
     text = report(
-        out, matrix, meta["repeats"], prev.get("restart"), prev.get("share"), prev.get("crashes", [])
+        out,
+        matrix,
+        meta["repeats"],
+        prev.get("restart"),
+        prev.get("share"),
+        prev.get("crashes", []),
+        prev.get("consumer_groups"),
     )
     print(text)
     return 0
