@@ -921,11 +921,39 @@ async def _consumer_run(
             (st["broker_cpu_s"] - idle_rate * st["seconds"]) / st["heartbeats"] * 1e6
         )
         rec["steady"] = st
+        rec["floor"] = await _floor_steady(d, args)
         return rec
     finally:
         if prof is not None:
             prof.stop()
         d.close()
+
+
+async def _floor_steady(d: Driver, args: argparse.Namespace) -> dict[str, Any]:
+    """The same steady traffic (the group's member ids and epoch) against bench/heartbeat_floor.py:
+    canned answers from Python on uvloop, no broker behind them."""
+    port = common.free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.heartbeat_floor", "--port", str(port)], cwd=common.REPO
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not common.port_open(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("bench/heartbeat_floor.py did not start")
+            await asyncio.sleep(0.05)
+        floor = Driver(port, proc.pid, 0, d.topic, d.topic_id, d.partitions, args.connections)
+        floor.members, floor.final_epoch = d.members, d.final_epoch
+        await floor.connect()
+        try:
+            st = await floor.steady(args.steady_s, args.interval_ms / 1000, WARMUP_S)
+        finally:
+            floor.close()
+        st["us_per_hb"] = st["broker_cpu_s"] / st["heartbeats"] * 1e6
+        return st
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def consumer_repeat(
@@ -1024,6 +1052,10 @@ def _fmt(x: float | None, nd: int = 0) -> str:
     return "-" if x is None else f"{x:,.{nd}f}"
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def _met(value: float | None, target: float, n_ok: int, n_all: int) -> str:
     if n_ok < n_all:
         return f"INVALID runs ({n_ok}/{n_all} ok)" if n_ok else "NOT MET (no valid run)"
@@ -1047,6 +1079,8 @@ def figures(consumer: list[dict[str, Any]]) -> dict[str, Any]:
         ("reconcile_driver_cpu_s", lambda r: r["driver_cpu_s"]),
         ("us_per_hb", lambda r: r["steady"]["us_per_hb"]),
         ("us_per_hb_idle_subtracted", lambda r: r["steady"]["us_per_hb_idle_subtracted"]),
+        ("floor_us_per_hb", lambda r: r["floor"]["us_per_hb"]),
+        ("floor_bad", lambda r: sum(r["floor"]["bad_answers"].values())),
         ("steady_heartbeats", lambda r: r["steady"]["heartbeats"]),
         ("steady_rate", lambda r: r["steady"]["rate"]),
         ("steady_broker_cpu_s", lambda r: r["steady"]["broker_cpu_s"]),
@@ -1111,6 +1145,16 @@ def summary(consumer: list[dict[str, Any]], classic: list[dict[str, Any]], args:
             f"idle broker CPU {_fmt(f['idle_cpu_s'], 3)} s over {_fmt(f['idle_s'])} s",
             "(for reference)",
             f["steady_idle_subtracted_met"],
+        ],
+        [
+            "  Python floor: the same traffic, canned answers on uvloop (bench/heartbeat_floor.py)",
+            "us",
+            _fmt(f["floor_us_per_hb"], 1),
+            _span(f["floor_us_per_hb_span"], 1),
+            f"no broker behind the socket; bad answers {_fmt(f['floor_bad'])}; kcoord / floor "
+            f"{_fmt(_ratio(f['us_per_hb'], f['floor_us_per_hb']), 2)}",
+            "(for reference)",
+            "-",
         ],
     ]
     if classic:

@@ -42,10 +42,11 @@ from kcoord.consumer.member import (
     ConsumerGroupMember,
 )
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.protocol.consumer_heartbeat_codec import ConsumerGroupHeartbeatAnswer
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import register_schema_pair
 
-_, _HBResp = register_schema_pair("ConsumerGroupHeartbeat")
+register_schema_pair("ConsumerGroupHeartbeat")  # the request's codec; answers are hand-written
 _, _DResp = register_schema_pair("ConsumerGroupDescribe")
 
 CONSUMER = ConsumerGroups.group_type
@@ -54,18 +55,10 @@ MEMBER_TYPE_CONSUMER = 1
 
 
 # --- ConsumerGroupHeartbeat ----------------------------------------------------------------------
-def _hb_error(code: int, message: str | None) -> Any:
+def _hb_error(code: int, message: str | None) -> ConsumerGroupHeartbeatAnswer:
     """An error answer as Kafka makes it from the exception: code and message, every other field
     at its default (no member id, epoch 0, no assignment)."""
-    return _HBResp(
-        throttle_time_ms=0,
-        error_code=code,
-        error_message=message,
-        member_id=None,
-        member_epoch=0,
-        heartbeat_interval_ms=0,
-        assignment=None,
-    )
+    return ConsumerGroupHeartbeatAnswer(code, message)
 
 
 # What Java's String.trim() removes: every character up to U+0020 (control characters too, but not
@@ -111,26 +104,16 @@ def heartbeat_request_error(req: Any, version: int, assignors: tuple[str, ...]) 
     return None
 
 
-def _assignment(assignment: Any) -> Any:
-    return _HBResp.Assignment(
-        topic_partitions=[
-            _HBResp.Assignment.TopicPartitions(topic_id=t, partitions=sorted(ps))
-            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
-        ]
-    )
-
-
-def heartbeat_response(result: HeartbeatResult) -> Any:
+def heartbeat_response(result: HeartbeatResult) -> ConsumerGroupHeartbeatAnswer:
     if result.error:
         return _hb_error(result.error, result.message)
-    return _HBResp(
-        throttle_time_ms=0,
-        error_code=0,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=None if result.assignment is None else _assignment(result.assignment),
+    return ConsumerGroupHeartbeatAnswer(
+        0,
+        None,
+        result.member_id,
+        result.member_epoch,
+        result.heartbeat_interval_ms,
+        result.assignment,
     )
 
 

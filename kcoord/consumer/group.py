@@ -59,6 +59,7 @@ from kcoord.groups.migration import MigrationPolicy
 from kcoord.groups.records import OffsetCommitValue
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
+from kcoord.runtime.deadlines import Deadlines
 from kcoord.runtime.outcome import Record
 
 
@@ -140,12 +141,13 @@ class ConsumerGroup:
         self.regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}  # resolved
         self.dead = False
         # Not persisted.
-        self.session_deadlines: dict[str, int] = {}
-        self.rebalance_deadlines: dict[str, tuple[int, int]] = {}  # member -> (deadline, epoch)
+        self.session_deadlines = Deadlines()
+        self.rebalance_deadlines = Deadlines()  # a member must have revoked by then ...
+        self.rebalance_epochs: dict[str, int] = {}  # ... unless it left the epoch it was set at
         # Members on the classic protocol: told to join again, they must within their rebalance
         # timeout; having joined, they must sync within it (Kafka's join and sync timers).
-        self.join_deadlines: dict[str, int] = {}
-        self.sync_deadlines: dict[str, int] = {}
+        self.join_deadlines = Deadlines()
+        self.sync_deadlines = Deadlines()
         self.topics_version = -1  # the topics version the metadata hash was checked against
 
     # --- facts ---------------------------------------------------------------------------------
@@ -249,6 +251,7 @@ class ConsumerGroup:
             for deadlines in (
                 self.session_deadlines,
                 self.rebalance_deadlines,
+                self.rebalance_epochs,
                 self.join_deadlines,
                 self.sync_deadlines,
             ):
@@ -337,6 +340,9 @@ class ConsumerGroup:
     def _heartbeat(
         self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
     ) -> tuple[HeartbeatResult, list[Record]]:
+        steady = self._steady(req, config, topics, now)
+        if steady is not None:
+            return steady, []
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         self.check_capacity(req.member_id, config)
         replaced: str | None = None  # the static member this one takes the place of
@@ -391,14 +397,11 @@ class ConsumerGroup:
         # Deadlines (not persisted).
         self.session_deadlines[member_id] = now + config.session_timeout_ms
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            current = self.rebalance_deadlines.get(member_id)
-            if current is None or current[1] != reconciled.member_epoch:
-                self.rebalance_deadlines[member_id] = (
-                    now + max(reconciled.rebalance_timeout_ms, 0),
-                    reconciled.member_epoch,
-                )
-        else:
-            self.rebalance_deadlines.pop(member_id, None)
+            if self.rebalance_epochs.get(member_id) != reconciled.member_epoch:
+                self.rebalance_deadlines[member_id] = now + max(reconciled.rebalance_timeout_ms, 0)
+                self.rebalance_epochs[member_id] = reconciled.member_epoch
+        elif member_id in self.rebalance_epochs:
+            del self.rebalance_deadlines[member_id], self.rebalance_epochs[member_id]
         full = joining or (
             req.rebalance_timeout_ms != -1
             and req.subscribed_topic_names is not None
@@ -413,6 +416,52 @@ class ConsumerGroup:
                 assignment=reconciled.assigned_partitions() if full or changed else None,
             ),
             records,
+        )
+
+    def _steady(
+        self, req: HeartbeatRequest, config: ConsumerGroupConfig, topics: TopicsView, now: int
+    ) -> HeartbeatResult | None:
+        """The answer to a heartbeat that can change nothing, or None to take the full path: a
+        reconciled member at the current epoch, nothing new in the request, the topics as last
+        seen. Nearly every heartbeat of a stable group is one, and building the updated member
+        and its records only to find them unchanged costs more than the rest of the heartbeat."""
+        member = self.members.get(req.member_id)
+        if (
+            member is None
+            or req.member_epoch <= 0
+            or req.member_epoch != member.member_epoch
+            or member.state is not MemberState.STABLE
+            or member.member_epoch != self.assignment_epoch
+            or self.group_epoch != self.assignment_epoch
+            or topics.version != self.topics_version
+            or req.instance_id != member.instance_id
+            or member.classic_member_metadata is not None
+            or (req.rack_id is not None and req.rack_id != member.rack_id)
+            or (req.rebalance_timeout_ms != -1 and req.rebalance_timeout_ms != member.rebalance_timeout_ms)
+            or (req.server_assignor is not None and req.server_assignor != member.server_assignor)
+            or (
+                req.subscribed_topic_regex is not None
+                and (req.subscribed_topic_regex or None) != member.subscribed_topic_regex
+            )
+            or (
+                req.subscribed_topic_names is not None
+                and tuple(sorted(set(req.subscribed_topic_names))) != member.subscribed_topic_names
+            )
+            or req.client_id != member.client_id
+            or req.client_host != member.client_host
+        ):
+            return None
+        self.session_deadlines[member.member_id] = now + config.session_timeout_ms
+        full = (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.owned is not None
+        )
+        return HeartbeatResult(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            assignment=member.assigned_partitions() if full else None,
         )
 
     def check_capacity(self, member_id: str, config: ConsumerGroupConfig) -> None:
@@ -768,11 +817,17 @@ class ConsumerGroup:
         return classic.session_timeout_ms if classic is not None else config.session_timeout_ms
 
     def next_deadline(self) -> int | None:
-        deadlines = list(self.session_deadlines.values())
-        deadlines += [d for d, _ in self.rebalance_deadlines.values()]
-        deadlines += self.join_deadlines.values()
-        deadlines += self.sync_deadlines.values()
-        return min(deadlines) if deadlines else None
+        earliest = None
+        for deadlines in (
+            self.session_deadlines,
+            self.rebalance_deadlines,
+            self.join_deadlines,
+            self.sync_deadlines,
+        ):
+            d = deadlines.earliest()
+            if d is not None and (earliest is None or d < earliest):
+                earliest = d
+        return earliest
 
     def expired(self, now: int) -> set[str]:
         """Members to fence now: their session lapsed, they did not revoke within their rebalance
@@ -781,13 +836,13 @@ class ConsumerGroup:
         expired = {m for m, d in self.session_deadlines.items() if d <= now}
         expired |= {
             m
-            for m, (d, epoch) in self.rebalance_deadlines.items()
-            if d <= now and m in self.members and self.members[m].member_epoch == epoch
+            for m, d in self.rebalance_deadlines.items()
+            if d <= now and m in self.members and self.members[m].member_epoch == self.rebalance_epochs[m]
         }
         expired |= {m for m, d in self.join_deadlines.items() if d <= now}
         expired |= {m for m, d in self.sync_deadlines.items() if d <= now}
-        for m in [m for m, (d, _) in self.rebalance_deadlines.items() if d <= now]:
-            del self.rebalance_deadlines[m]
+        for m in [m for m, d in self.rebalance_deadlines.items() if d <= now]:
+            del self.rebalance_deadlines[m], self.rebalance_epochs[m]
         for deadlines in (self.session_deadlines, self.join_deadlines, self.sync_deadlines):
             for m in [m for m, d in deadlines.items() if d <= now]:
                 del deadlines[m]
@@ -799,7 +854,8 @@ class ConsumerGroup:
         for mid, m in self.members.items():
             self.session_deadlines[mid] = now + self.session_timeout_ms(m, config)
             if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
-                self.rebalance_deadlines[mid] = (now + max(m.rebalance_timeout_ms, 0), m.member_epoch)
+                self.rebalance_deadlines[mid] = now + max(m.rebalance_timeout_ms, 0)
+                self.rebalance_epochs[mid] = m.member_epoch
 
     # --- members on the classic protocol (Kafka's "classic member in a consumer group") ----------
     def classic_member_count(self) -> int:

@@ -14,6 +14,9 @@ import struct
 import uuid
 from typing import Any
 
+from kcoord.protocol.fields import array_length as _count
+from kcoord.protocol.fields import uvarint as _uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PART_HEAD = struct.Struct(">ihq")  # partition index, error code, high watermark
@@ -27,21 +30,6 @@ _INLINE_RECORDS = 4096  # smaller record sets are copied into the surrounding ch
 FetchPartition = tuple[int, int, int, int, int, list[tuple[int, int]] | None, int, Any]
 # (topic name or None, topic id or None, [FetchPartition])
 FetchTopic = tuple[str | None, uuid.UUID | None, list[FetchPartition]]
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _count(n: int | None, flexible: bool) -> bytes:
-    if n is None:
-        return b"\x00" if flexible else b"\xff\xff\xff\xff"
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 class FetchAnswer:

@@ -1,4 +1,5 @@
-"""Kafka's schema field types, read and written by hand for coordinator records.
+"""Kafka's schema field types, read and written by hand for coordinator records and for the
+hand-written codecs of the hottest answers.
 
 Coordinator logs hold millions of small records, and replay decodes them one by one: a reader
 over the record's bytes is several times faster than kafka-python's schema-driven classes. The
@@ -31,6 +32,32 @@ def nullable_string(s: str | None) -> bytes:
 
 def byte_array(b: bytes) -> bytes:
     return _I.pack(len(b)) + b
+
+
+def uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def array_length(n: int | None, flexible: bool) -> bytes:
+    """An array's length (None: a null array), compact in flexible versions."""
+    if n is None:
+        return b"\x00" if flexible else b"\xff\xff\xff\xff"
+    return uvarint(n + 1) if flexible else _I.pack(n)
+
+
+def any_string(s: str | None, flexible: bool) -> bytes:
+    """A (nullable) string, compact in flexible versions."""
+    if s is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    data = s.encode("utf-8")
+    return (uvarint(len(data) + 1) if flexible else _H.pack(len(data))) + data
 
 
 # --- reading ------------------------------------------------------------------------------------

@@ -48,12 +48,19 @@ def _load_kafka_python() -> None:
         table.setdefault(cls.API_KEY, cls)
 
 
+_pairs: dict[str, tuple[type[ApiMessage], type[ApiMessage]]] = {}
+
+
 def register_schema_pair(name: str) -> tuple[type[ApiMessage], type[ApiMessage]]:
-    """Create the classes for ``<name>Request.json``/``<name>Response.json`` of our schemas."""
+    """The classes for ``<name>Request.json``/``<name>Response.json`` of our schemas, made once."""
+    made = _pairs.get(name)
+    if made is not None:
+        return made
     req = type(name + "Request", (ApiMessage,), {"__slots__": ()}, load_json=_SCHEMA_PACKAGE)
     resp = type(name + "Response", (ApiMessage,), {"__slots__": ()}, load_json=_SCHEMA_PACKAGE)
     _requests[req.API_KEY] = req
     _responses[resp.API_KEY] = resp
+    _pairs[name] = (req, resp)
     return req, resp
 
 

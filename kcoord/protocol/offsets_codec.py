@@ -14,6 +14,9 @@ import struct
 import uuid
 from typing import Any
 
+from kcoord.protocol.fields import any_string as _string
+from kcoord.protocol.fields import array_length as _count
+
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PART_ERROR = struct.Struct(">ih")  # partition index, error code
@@ -29,28 +32,6 @@ FetchPartition = tuple[int, int, int, str | None, int]
 FetchTopic = tuple[str | None, Any, list[FetchPartition]]
 # (group id, error code, [FetchTopic])
 FetchGroup = tuple[str, int, list[FetchTopic]]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    data = s.encode("utf-8")
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def _uuid(u: uuid.UUID | None) -> bytes:

@@ -199,6 +199,11 @@ class Actor:
         deadline = self.shard.state.next_deadline(self.key)
         if deadline == self._timer_at:
             return
+        if deadline is not None and self._timer_at is not None and self._timer_at < deadline:
+            # Deadlines that move later (members heartbeating in turn) keep the armed timer: it
+            # fires early, finds nothing due, and arms the next one. Rearming on every operation
+            # cost more than the operation.
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -15,16 +16,26 @@ from kcoord.protocol.messages import response_class
 
 T = uuid.uuid5(uuid.NAMESPACE_OID, "t")
 DESCRIBE_RESPONSE = response_class(69)
-assert DESCRIBE_RESPONSE is not None
+HEARTBEAT_RESPONSE = response_class(68)
+assert DESCRIBE_RESPONSE is not None and HEARTBEAT_RESPONSE is not None
+
+
+def decoded(answer: object, version: int) -> Any:
+    """The answer as a client reads it off the wire."""
+    return HEARTBEAT_RESPONSE.decode(answer.encode(version=version), version=version, header=False)  # type: ignore[attr-defined, union-attr]
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_heartbeat_errors_carry_no_member_id(version: int) -> None:
     """Kafka turns the exception into a response with its code and message only."""
-    resp = heartbeat_response(
-        HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, "Member m is not a member of group g.", member_id="m")
+    resp = decoded(
+        heartbeat_response(
+            HeartbeatResult(
+                ErrorCode.UNKNOWN_MEMBER_ID, "Member m is not a member of group g.", member_id="m"
+            )
+        ),
+        version,
     )
-    assert resp.encode(version=version)
     assert (resp.error_code, resp.error_message) == (
         ErrorCode.UNKNOWN_MEMBER_ID,
         "Member m is not a member of group g.",
@@ -37,16 +48,21 @@ def test_heartbeat_errors_carry_no_member_id(version: int) -> None:
     )
 
 
-def test_heartbeat_answer() -> None:
-    resp = heartbeat_response(
-        HeartbeatResult(
-            member_id="m", member_epoch=3, heartbeat_interval_ms=5_000, assignment={T: frozenset({2, 0})}
-        )
+@pytest.mark.parametrize("version", [0, 1])
+def test_heartbeat_answer(version: int) -> None:
+    resp = decoded(
+        heartbeat_response(
+            HeartbeatResult(
+                member_id="m", member_epoch=3, heartbeat_interval_ms=5_000, assignment={T: frozenset({2, 0})}
+            )
+        ),
+        version,
     )
     assert (resp.error_code, resp.error_message, resp.member_id, resp.member_epoch) == (0, None, "m", 3)
     assert [(t.topic_id, t.partitions) for t in resp.assignment.topic_partitions] == [(T, [0, 2])]
-    unchanged = heartbeat_response(
-        HeartbeatResult(member_id="m", member_epoch=3, heartbeat_interval_ms=5_000)
+    unchanged = decoded(
+        heartbeat_response(HeartbeatResult(member_id="m", member_epoch=3, heartbeat_interval_ms=5_000)),
+        version,
     )
     assert unchanged.assignment is None
 

@@ -11,10 +11,12 @@ epoch and partitions, while topics come and go and the coordinator restarts. Aft
 
 from __future__ import annotations
 
+import copy
 import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -78,6 +80,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
     # --- the client side -----------------------------------------------------------------------
     def _send(self, c: Client, req: object) -> None:
+        self._check_steady_path(req)
         result = self.h.consumer_heartbeat(GROUP, req)  # type: ignore[arg-type]
         event(f"heartbeat answered {ErrorCode(result.error).name}" if result.error else "heartbeat accepted")
         if result.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
@@ -169,6 +172,24 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             heartbeat(c.member_id, epoch, owned={ids[t]: ps for t, ps in owned.items()}, instance=c.instance),
         )
         c.honest = False
+
+    def _check_steady_path(self, req: Any) -> None:
+        """Where the steady path answers, the full path (on a copy) answers the same and writes
+        nothing."""
+        g = self._group()
+        if g is None:
+            return
+        config = self.h.state.kind(ConsumerGroups).config
+        now = self.h.clock.now_ms()
+        probe = copy.deepcopy(g)
+        steady = probe._steady(req, config, self.topics, now)
+        if steady is None:
+            return
+        event("steady path")
+        full = copy.deepcopy(g)
+        full._steady = lambda *_args: None  # type: ignore[method-assign]
+        result, records = full._heartbeat(req, config, self.topics, now)
+        assert (result, records) == (steady, [])
 
     # --- the world -----------------------------------------------------------------------------
     @rule(name=st.sampled_from(TOPICS), more=st.integers(1, 3))
