@@ -63,6 +63,7 @@ if __package__ in (None, ""):  # run as ``python bench/consumer_groups.py``
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
+from kcoord.protocol.fields import uvarint
 
 HEARTBEAT, DESCRIBE, CREATE_TOPICS = 68, 69, 19
 HB_VERSION = 1
@@ -86,17 +87,6 @@ Owned = dict[bytes, tuple[int, ...]]  # topic id (16 bytes) -> sorted partitions
 
 
 # --- hand codec: ConsumerGroupHeartbeat v1 ---------------------------------------------------------
-def uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def cstr(s: str | bytes | None) -> bytes:
     """COMPACT_NULLABLE_STRING (a non-null one is a COMPACT_STRING)."""
     if s is None:

@@ -133,24 +133,17 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         consumer = store.kind(ConsumerGroups).get(gid)
         if consumer is not None:
             error = consumer.validate_offset_commit(member_id, generation, v, committed_ids)
-            if error:
-                out.respond(respond, error)
-                return out
+        else:
+            groups = store.kind(ClassicGroups)
+            # Standalone commits (no generation) create the group, as Kafka's do.
+            group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
+            if group is None:
+                error = ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION
+            else:
+                error = offset_rules.validate_commit(group, member_id, instance, generation)
+        if not error:
             out.records = commit_records(gid, commits, now, retention)
-            out.respond(respond, 0)
-            return out
-        groups = store.kind(ClassicGroups)
-        # Standalone commits (no generation) create the group, as Kafka's do.
-        group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
-        if group is None:
-            out.respond(respond, ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION)
-            return out
-        error = offset_rules.validate_commit(group, member_id, instance, generation)
-        if error:
-            out.respond(respond, error)
-            return out
-        out.records = commit_records(gid, commits, now, retention)
-        out.respond(respond, 0)
+        out.respond(respond, error)
         return out
 
     services.groups.tell(gid, op)

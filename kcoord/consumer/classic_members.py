@@ -162,15 +162,7 @@ def _joining_member(
             existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
         )
         return replacement, existing.member_id
-    if existing is None:
-        raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-    if existing.member_id != member_id:
-        raise HeartbeatError(
-            ErrorCode.FENCED_INSTANCE_ID,
-            f"Static member {member_id} with instance id {instance_id} was fenced by member "
-            f"{existing.member_id}.",
-        )
-    return existing, None
+    return group.static_member(instance_id, member_id), None
 
 
 # --- SyncGroup ------------------------------------------------------------------------------------

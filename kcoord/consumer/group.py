@@ -567,6 +567,21 @@ class ConsumerGroup:
             records.append(self._assignment_record(reconciled))
         return reconciled, records
 
+    def static_member(self, instance_id: str, member_id: str) -> ConsumerGroupMember:
+        """The instance's member, which must be ``member_id`` (Kafka's throwIfStaticMemberIsUnknown
+        and throwIfInstanceIdIsFenced)."""
+        existing_id = self.static_members.get(instance_id)
+        existing = self.members.get(existing_id) if existing_id is not None else None
+        if existing is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        return existing
+
     def _dynamic_member(self, req: HeartbeatRequest, joining: bool) -> ConsumerGroupMember:
         member = self.members.get(req.member_id)
         if member is None:
@@ -602,14 +617,7 @@ class ConsumerGroup:
                 existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0
             )
             return replacement, existing.member_id
-        if existing is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-        if existing.member_id != req.member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
-                f"{existing.member_id}.",
-            )
+        existing = self.static_member(req.instance_id, req.member_id)
         _check_epoch(existing, req)
         return existing, None
 
@@ -759,16 +767,7 @@ class ConsumerGroup:
                     f"Member {req.member_id} is not a member of group {self.group_id}.",
                 )
             return result, [], req.member_id
-        existing_id = self.static_members.get(req.instance_id)
-        existing = self.members.get(existing_id) if existing_id is not None else None
-        if existing is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-        if existing.member_id != req.member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
-                f"{existing.member_id}.",
-            )
+        existing = self.static_member(req.instance_id, req.member_id)
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Leaves for a while: keeps its assignment (nothing pending revocation) for its next instance.
             leaving = dataclasses.replace(
