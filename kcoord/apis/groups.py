@@ -180,13 +180,22 @@ def join_op(
         group = consumer.get(gid)
         if group is None:
             return classic_join(store, now)
-        if not group.members:
-            out = consumer.give_way(gid)
-            out.then = classic_join
-            return out
+        refused = None
         if not session_bounds[0] <= join.session_timeout_ms <= session_bounds[1]:
+            refused = ErrorCode.INVALID_SESSION_TIMEOUT
+        elif not group.members:
+            # Only a join that will make the classic group makes the consumer group give way.
+            if join.member_id:
+                refused = ErrorCode.UNKNOWN_MEMBER_ID
+            elif not join.protocol_type or not join.protocols:
+                refused = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            else:
+                out = consumer.give_way(gid)
+                out.then = classic_join
+                return out
+        if refused is not None:
             out = Outcome()
-            out.respond(respond, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, join.member_id))
+            out.respond(respond, JoinResult(refused, join.member_id))
             return out
         return consumer.classic_join(gid, join, respond, now)
 

@@ -49,19 +49,11 @@ def _member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> Co
                 ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
             )
     else:
-        existing = group.static_members.get(instance_id)
-        member = group.members.get(existing) if existing is not None else None
-        if member is None:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                f"Member with instance id {instance_id} is not a member of group {group.group_id}.",
-            )
-        if member.member_id != member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                f"{member.member_id}.",
-            )
+        member = group.static_member(
+            instance_id,
+            member_id,
+            unknown=f"Member with instance id {instance_id} is not a member of group {group.group_id}.",
+        )
     if not member.uses_classic_protocol:
         raise HeartbeatError(
             ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol."
@@ -158,10 +150,7 @@ def _joining_member(
     if unknown:
         if existing is None:
             return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-        replacement = dataclasses.replace(
-            existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
-        )
-        return replacement, existing.member_id
+        return existing.new_instance(member_id), existing.member_id
     return group.static_member(instance_id, member_id), None
 
 
@@ -204,7 +193,11 @@ def sync(
         if name is not None:
             assigned[name] = sorted(parts)
     assert member.classic_member_metadata is not None
-    version = subscription_version(member.classic_member_metadata.supported_protocols[0].metadata)
+    try:
+        version = subscription_version(member.classic_member_metadata.supported_protocols[0].metadata)
+    except MalformedConsumerProtocol:
+        # Kafka's prepareAssignment fails the same way (IllegalStateException).
+        return SyncResult(ErrorCode.UNKNOWN_SERVER_ERROR)
     return SyncResult(0, encode_assignment(assigned, version), protocol_type, protocol_name)
 
 

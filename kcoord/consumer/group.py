@@ -113,7 +113,7 @@ class HeartbeatError(Exception):
         self.message = message
 
 
-def _tp(assignment: Mapping[uuid.UUID, Collection[int]]) -> tuple[TopicPartitions, ...]:
+def topic_partitions(assignment: Mapping[uuid.UUID, Collection[int]]) -> tuple[TopicPartitions, ...]:
     return tuple(
         TopicPartitions(t, tuple(sorted(ps)))
         for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
@@ -148,7 +148,9 @@ class ConsumerGroup:
         # timeout; having joined, they must sync within it (Kafka's join and sync timers).
         self.join_deadlines = Deadlines()
         self.sync_deadlines = Deadlines()
-        self.topics_version = -1  # the topics version the metadata hash was checked against
+        # The topics version the metadata hash and the regexes were checked against (soft: -1
+        # after a restart, so that the first heartbeat looks again).
+        self.topics_version = -1
 
     # --- facts ---------------------------------------------------------------------------------
     @property
@@ -397,7 +399,9 @@ class ConsumerGroup:
         # Deadlines (not persisted).
         self.session_deadlines[member_id] = now + config.session_timeout_ms
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if self.rebalance_epochs.get(member_id) != reconciled.member_epoch:
+            # As Kafka's maybeReconcile: the timeout starts again whenever the member moves (it
+            # revoked some, the target changed), not only when its epoch does.
+            if reconciled != updated or member_id not in self.rebalance_epochs:
                 self.rebalance_deadlines[member_id] = now + max(reconciled.rebalance_timeout_ms, 0)
                 self.rebalance_epochs[member_id] = reconciled.member_epoch
         elif member_id in self.rebalance_epochs:
@@ -486,6 +490,8 @@ class ConsumerGroup:
         subscribed topics changed, the new target assignment if the epoch moved, and the member
         reconciled towards its target with what it says it ``owned``. Raises FencedMemberEpoch."""
         records: list[Record] = []
+        # Whose subscription and assignor leave the group's counts: the replaced instance's.
+        before = self.members[replaced] if replaced is not None else member
         if replaced is not None:
             records += self._removal_records(replaced)
         bump = False
@@ -496,7 +502,9 @@ class ConsumerGroup:
                 records.append(
                     (
                         ConsumerGroupTargetAssignmentMemberKey(self.group_id, updated.member_id),
-                        ConsumerGroupTargetAssignmentMemberValue(_tp(self.target.get(replaced, {}))),
+                        ConsumerGroupTargetAssignmentMemberValue(
+                            topic_partitions(self.target.get(replaced, {}))
+                        ),
                     )
                 )
                 records.append(self._assignment_record(updated))
@@ -514,11 +522,11 @@ class ConsumerGroup:
         metadata_hash = self.metadata_hash
         # The resolutions this heartbeat sees (its records are replayed only after it).
         regexes: Mapping[str, ConsumerGroupRegularExpressionValue] = self.regexes
-        if bump or topics.version != self.topics_version:
-            regexes, regex_records = self._resolve_regexes(member, updated, topics, now)
+        checked = bump or topics.version != self.topics_version
+        if checked:
+            regexes, regex_records = self._resolve_regexes(before, updated, topics, now)
             records += regex_records
-            metadata_hash = self._metadata_hash(member, updated, regexes, topics)
-            self.topics_version = topics.version
+            metadata_hash = self._metadata_hash(before, updated, regexes, topics)
             if metadata_hash != self.metadata_hash:
                 bump = True
         if bump:
@@ -532,7 +540,7 @@ class ConsumerGroup:
         # The target assignment, computed again when the group epoch moved past it.
         if group_epoch > self.assignment_epoch:
             target, target_records = self._new_target(
-                group_epoch, member, updated, replaced, regexes, config, topics, now
+                group_epoch, before, updated, replaced, regexes, config, topics, now
             )
             records += target_records
             target_epoch = group_epoch
@@ -542,7 +550,7 @@ class ConsumerGroup:
             # ConsumerGroup.targetAssignment(memberId, instanceId)): its own is only being written.
             target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
-        subscribed_ids = self._subscribed_ids(updated, regexes, topics)
+        subscribed_ids = self._subscribed_topics(updated, regexes, topics).keys()
         owners = self.owners
         member_id = updated.member_id
 
@@ -565,15 +573,23 @@ class ConsumerGroup:
             member.pending_revocation,
         ):
             records.append(self._assignment_record(reconciled))
+        if checked:
+            # Soft state, set once nothing can fail: an answered error writes nothing, and the
+            # next heartbeat must look at the topics again.
+            self.topics_version = topics.version
         return reconciled, records
 
-    def static_member(self, instance_id: str, member_id: str) -> ConsumerGroupMember:
-        """The instance's member, which must be ``member_id`` (Kafka's throwIfStaticMemberIsUnknown
-        and throwIfInstanceIdIsFenced)."""
+    def static_member(
+        self, instance_id: str, member_id: str, unknown: str | None = None
+    ) -> ConsumerGroupMember:
+        """The instance's member, which must be ``member_id`` (Kafka's throwIfStaticMemberIsUnknown,
+        or ``unknown`` as the message, and throwIfInstanceIdIsFenced)."""
         existing_id = self.static_members.get(instance_id)
         existing = self.members.get(existing_id) if existing_id is not None else None
         if existing is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID, unknown or f"Instance id {instance_id} is unknown."
+            )
         if existing.member_id != member_id:
             raise HeartbeatError(
                 ErrorCode.FENCED_INSTANCE_ID,
@@ -613,10 +629,7 @@ class ConsumerGroup:
                     f"group because the instance id is owned by {existing.member_id} member.",
                 )
             # The new instance takes the place of the previous one, with its assignment.
-            replacement = dataclasses.replace(
-                existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0
-            )
-            return replacement, existing.member_id
+            return existing.new_instance(req.member_id), existing.member_id
         existing = self.static_member(req.instance_id, req.member_id)
         _check_epoch(existing, req)
         return existing, None
@@ -637,7 +650,9 @@ class ConsumerGroup:
         names: list[str] | None = None
         for regex in sorted(r for r, c in counts.items() if c > 0):
             current = self.regexes.get(regex)
-            if current is not None and current.version == topics.version:
+            # Resolved while the topics were as they are: reused. (The persisted version counts
+            # topic changes since the broker started: after a restart it says nothing.)
+            if current is not None and self.topics_version == topics.version:
                 resolved[regex] = current
                 continue
             if names is None:
@@ -669,23 +684,25 @@ class ConsumerGroup:
             names.update(updated.subscribed_topic_names)
         return subscription_hash({n for n, c in names.items() if c > 0}, regexes, topics)
 
-    def _subscribed_ids(
+    def _subscribed_topics(
         self,
         member: ConsumerGroupMember,
         regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
         topics: TopicsView,
-    ) -> set[uuid.UUID]:
-        ids = set()
+    ) -> dict[uuid.UUID, int]:
+        """The topics ``member`` subscribes to (by name or by a resolved regex) that exist: id ->
+        partition count."""
         names = list(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:
             resolved = regexes.get(member.subscribed_topic_regex)
             if resolved is not None:
                 names += resolved.topics
+        out = {}
         for name in names:
             found = topics.lookup(name)
             if found is not None:
-                ids.add(found[0])
-        return ids
+                out[found[0]] = found[1]
+        return out
 
     def _new_target(
         self,
@@ -719,18 +736,9 @@ class ConsumerGroup:
             key = (m.subscribed_topic_names, m.subscribed_topic_regex)
             ids = subscriptions.get(key)
             if ids is None:
-                names = list(m.subscribed_topic_names)
-                if m.subscribed_topic_regex is not None:
-                    resolved = regexes.get(m.subscribed_topic_regex)
-                    if resolved is not None:
-                        names += resolved.topics
-                found_ids = set()
-                for n in names:
-                    found = topics.lookup(n)
-                    if found is not None:
-                        found_ids.add(found[0])
-                        counts[found[0]] = found[1]
-                ids = subscriptions[key] = frozenset(found_ids)
+                found = self._subscribed_topics(m, regexes, topics)
+                counts.update(found)
+                ids = subscriptions[key] = frozenset(found)
             current = self.target.get(replaced if mid == updated.member_id and replaced else mid, {})
             specs[mid] = MemberSubscription(ids, current, m.rack_id, m.instance_id)
         try:
@@ -746,7 +754,7 @@ class ConsumerGroup:
                 records.append(
                     (
                         ConsumerGroupTargetAssignmentMemberKey(self.group_id, mid),
-                        ConsumerGroupTargetAssignmentMemberValue(_tp(assignment)),
+                        ConsumerGroupTargetAssignmentMemberValue(topic_partitions(assignment)),
                     )
                 )
         records.append(
@@ -783,7 +791,7 @@ class ConsumerGroup:
     def fence(self, member_ids: Collection[str], topics: TopicsView) -> list[Record]:
         """Remove members (they left, or their session or rebalance timeout lapsed): their records
         go, and the group epoch moves so that their partitions are assigned again."""
-        gone = [m for m in member_ids if m in self.members]
+        gone = sorted({m for m in member_ids if m in self.members})  # a LeaveGroup may name one twice
         if not gone:
             return []
         records: list[Record] = []

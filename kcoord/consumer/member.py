@@ -8,6 +8,7 @@ partition, the member epoch at which the member got it (KIP-1251, what Kafka 4.3
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,6 +99,11 @@ class ConsumerGroupMember:
             partitions_pending_revocation=_with_epochs(self.pending_revocation),
         )
 
+    def new_instance(self, member_id: str) -> ConsumerGroupMember:
+        """A static member's next instance (Kafka's replacement of a static member): the same
+        member under ``member_id``, joining (epoch 0) with what the previous instance had."""
+        return _replace(self, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+
     def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
         return _replace(
             self,
@@ -124,8 +130,6 @@ class ConsumerGroupMember:
 
 
 def _replace(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
-    import dataclasses
-
     return dataclasses.replace(member, **changes)  # type: ignore[arg-type]
 
 

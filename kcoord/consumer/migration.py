@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from kcoord.consumer.group import ConsumerGroup, subscription_hash
+from kcoord.consumer.group import ConsumerGroup, subscription_hash, topic_partitions
 from kcoord.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.consumer.records import (
     ClassicMemberMetadata,
@@ -20,7 +20,6 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-    TopicPartitions,
 )
 from kcoord.groups.consumer_protocol import decode_subscription
 from kcoord.groups.migration import MigratingGroup, MigratingMember
@@ -82,12 +81,7 @@ def upgrade_records(group: MigratingGroup, topics: TopicsView, now: int) -> list
     records += [
         (
             ConsumerGroupTargetAssignmentMemberKey(gid, m.member_id),
-            ConsumerGroupTargetAssignmentMemberValue(
-                tuple(
-                    TopicPartitions(t, tuple(sorted(ps)))
-                    for t, ps in sorted(m.assigned.items(), key=lambda kv: str(kv[0]))
-                )
-            ),
+            ConsumerGroupTargetAssignmentMemberValue(topic_partitions(m.assigned)),
         )
         for m in members
     ]

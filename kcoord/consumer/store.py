@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -125,51 +126,54 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
     ) -> Outcome:
         """Kafka's getOrMaybeCreateConsumerGroup on a classic group id: an empty one gives way
         (its offsets stay); one with members is converted if it can be (validateOnlineUpgrade),
-        and the join then runs on the consumer group its records made."""
+        and the join then runs on the consumer group its records made. In Kafka a join that fails
+        undoes the conversion with it; here it is tried first on a copy, and a failing one leaves
+        the classic group as it was."""
+        out = Outcome()
+        if classic.is_empty(group_id):
+            records: list[Record] = []
+        else:
+            view = classic.migration_view(group_id)
+            records = []
+            if (
+                view is not None
+                and self.config.migration_policy.upgrades
+                and len(view.members) <= self.config.max_size
+            ):
+                with contextlib.suppress(MalformedConsumerProtocol):  # not convertible, as Kafka's
+                    records = upgrade_records(view, self.topics, now)
+            if not records:
+                out.respond(
+                    respond,
+                    HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
+                )
+                return out
+        refused = self._trial_join(group_id, records, req, now)
+        if refused is not None:
+            out.respond(respond, refused)
+            return out
 
         def join(_state: object, now: int) -> Outcome:
+            if group_id in self.groups:
+                self.groups[group_id].start_timers(now, self.config)  # the converted members
             return self.heartbeat(group_id, req, respond, now)
-
-        if classic.is_empty(group_id):
-            out = classic.hand_over(group_id, now)
-            out.then = join
-            return out
-        view = classic.migration_view(group_id)
-        records: list[Record] = []
-        if (
-            view is not None
-            and self.config.migration_policy.upgrades
-            and len(view.members) <= self.config.max_size
-        ):
-            with contextlib.suppress(MalformedConsumerProtocol):  # not convertible, as Kafka's
-                records = upgrade_records(view, self.topics, now)
-        out = Outcome()
-        if not records:
-            out.respond(
-                respond,
-                HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
-            )
-            return out
-        assert view is not None
-        if len(view.members) >= self.config.max_size and all(
-            m.member_id != req.member_id for m in view.members
-        ):
-            # The join would not fit: Kafka's conversion is undone with the failed join; here it is
-            # never made.
-            message = (
-                f"The consumer group has reached its maximum capacity of {self.config.max_size} members."
-            )
-            out.respond(respond, HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED, message, req.member_id))
-            return out
-
-        def upgraded(_state: object, now: int) -> Outcome:
-            self.groups[group_id].start_timers(now, self.config)
-            return join(_state, now)
 
         out = classic.hand_over(group_id, now)
         out.records += records
-        out.then = upgraded
+        out.then = join
         return out
+
+    def _trial_join(
+        self, group_id: str, records: list[Record], req: HeartbeatRequest, now: int
+    ) -> HeartbeatResult | None:
+        """The join's error if it ran on the consumer group ``records`` make (none: a new group),
+        found on a throwaway copy of this kind."""
+        trial = ConsumerGroups(self.namespace, self.config, self.topics)
+        for key, value in records:
+            trial.replay(key, value, now)
+        group = trial.groups.get(group_id) or trial._create(group_id)
+        result, _records, _leaving = group.heartbeat(req, self.config, self.topics, now)
+        return result if result.error else None
 
     # --- members on the classic protocol -------------------------------------------------------------
     def classic_join(self, group_id: str, req: JoinRequest, respond: Responder, now: int) -> Outcome:
@@ -388,7 +392,21 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         if group is None:
             return Outcome()
         expired = group.expired(now)
-        return self._fence(group, sorted(expired), now) if expired else Outcome()
+        classic = sorted(m for m in expired if group.members[m].uses_classic_protocol)
+        consumer = sorted(m for m in expired if not group.members[m].uses_classic_protocol)
+        # Members on the classic protocol go first, together; then each consumer-protocol member
+        # on its own, as Kafka's one timer per member would: the last of them leaving may turn
+        # the group back into a classic group.
+        out = Outcome(records=group.fence(classic, self.topics)) if classic else Outcome()
+        for member_id in consumer:
+            out.and_then(functools.partial(self._fence_if_there, group_id, member_id))
+        return out
+
+    def _fence_if_there(self, group_id: str, member_id: str, _state: object, now: int) -> Outcome:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return Outcome()
+        return self._fence(group, [member_id], now)
 
     def expire_offsets(self, group_id: str, now: int, retention_ms: int) -> Outcome:
         """KIP-211 for consumer groups (Kafka's cleanupGroupMetadata): offsets of topics no member

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -31,13 +32,32 @@ class Subscription:
 def decode_subscription(data: bytes) -> Subscription:
     try:
         s = ConsumerProtocolSubscription.decode(data)
+        topics = tuple(_strings(s.topics))
+        owned: dict[str, tuple[int, ...]] = {}
+        if s.version >= 1:
+            for tp in _items(s.owned_partitions):
+                owned[_text(tp.topic)] = tuple(_items(tp.partitions))
+        rack = s.rack_id if s.version >= 3 else None
     except Exception as e:  # kafka-python raises assorted errors on short or corrupt bytes
         raise MalformedConsumerProtocol(f"malformed consumer protocol subscription: {e}") from None
-    owned: dict[str, tuple[int, ...]] = {}
-    if s.version >= 1:
-        for tp in s.owned_partitions or ():
-            owned[tp.topic] = tuple(tp.partitions)
-    return Subscription(s.version, tuple(s.topics or ()), owned, s.rack_id if s.version >= 3 else None)
+    return Subscription(s.version, topics, owned, rack)
+
+
+def _items(values: list[Any] | None) -> list[Any]:
+    """An array that must not be null: kafka-python reads a null as None, Kafka's parser refuses it."""
+    if values is None or any(v is None for v in values):
+        raise ValueError("a null where the schema allows none")
+    return values
+
+
+def _text(value: str | None) -> str:
+    if value is None:
+        raise ValueError("a null string where the schema allows none")
+    return value
+
+
+def _strings(values: list[str | None] | None) -> list[str]:
+    return [_text(v) for v in _items(values)]
 
 
 def subscription_version(data: bytes) -> int:
@@ -53,11 +73,12 @@ def decode_assignment(data: bytes) -> dict[str, tuple[int, ...]]:
         return {}
     try:
         a = ConsumerProtocolAssignment.decode(data)
+        out: dict[str, tuple[int, ...]] = {}
+        for tp in _items(a.assigned_partitions):
+            topic = _text(tp.topic)
+            out[topic] = out.get(topic, ()) + tuple(_items(tp.partitions))
     except Exception as e:
         raise MalformedConsumerProtocol(f"malformed consumer protocol assignment: {e}") from None
-    out: dict[str, tuple[int, ...]] = {}
-    for tp in a.assigned_partitions or ():
-        out[tp.topic] = out.get(tp.topic, ()) + tuple(tp.partitions)
     return out
 
 

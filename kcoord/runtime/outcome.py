@@ -31,6 +31,20 @@ class Outcome:
         if responder is not None:
             self.responses.append((responder, value))
 
+    def and_then(self, step: Callable[[Any, int], Outcome]) -> None:
+        """Continue with ``step`` once every continuation this outcome already has has run."""
+        prior = self.then
+        if prior is None:
+            self.then = step
+            return
+
+        def chained(state: Any, now: int) -> Outcome:
+            out = prior(state, now)
+            out.and_then(step)
+            return out
+
+        self.then = chained
+
     def extend(self, other: Outcome) -> None:
         self.records.extend(other.records)
         self.responses.extend(other.responses)

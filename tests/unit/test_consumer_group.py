@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from kcoord.classic.group import GroupConfig
-from kcoord.consumer.group import ConsumerGroup, ConsumerGroupState, HeartbeatRequest, HeartbeatResult
+from kcoord.consumer.group import (
+    ConsumerGroup,
+    ConsumerGroupState,
+    HeartbeatRequest,
+    HeartbeatResult,
+    subscription_hash,
+)
 from kcoord.consumer.member import MemberState
 from kcoord.consumer.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
 from kcoord.consumer.store import ConsumerGroups
@@ -494,3 +500,67 @@ def test_restarted_coordinator_continues_the_group(h: Harness) -> None:
     assert_no_partition_owned_twice(a, b)
     assert a.partitions(NAMES) | b.partitions(NAMES) == {("t1", p) for p in range(4)}
     assert group(h).state is ConsumerGroupState.STABLE
+
+
+# --- what a review found (each failed before its fix) ---------------------------------------------
+def test_rebalance_timeout_starts_again_when_the_member_makes_progress(
+    h: Harness, topics: FakeTopics
+) -> None:
+    topics.put("t1", 6)
+    a, b = Consumer(h, "g", "a"), Consumer(h, "g", "b")
+    a.join("t1")
+    b.join("t1")
+    slow = dict(a.owned)
+    h.consumer_heartbeat("g", heartbeat("a", a.epoch, owned=slow))  # told to revoke; does not yet
+    for _ in range(5):  # 25 s of its 30 s rebalance timeout
+        h.tick(5_000)
+        h.consumer_heartbeat("g", heartbeat("a", a.epoch, owned=slow))
+        b.beat()
+    Consumer(h, "g", "c").join("t1")  # the target moves on
+    kept = {T1: frozenset(group(h).members["a"].assigned[T1])}
+    h.consumer_heartbeat("g", heartbeat("a", a.epoch, owned=kept))  # a revokes what it was asked to
+    assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    h.tick(5_000)
+    h.consumer_heartbeat("g", heartbeat("a", a.epoch, owned=kept))
+    assert "a" in group(h).members  # progress gave it a new rebalance timeout
+
+
+def test_regexes_are_resolved_again_after_a_restart(h: Harness, topics: FakeTopics) -> None:
+    a = Consumer(h, "g", "a")
+    a.join(regex="t.*")
+    version = topics.version
+    h.restart()
+    # The data plane's version counts topic changes since it started: after a restart the same
+    # number may stand for other topics.
+    topics.put("t2", 2)
+    topics.version = version
+    a.beat()
+    assert a.partitions(NAMES) == {("t1", p) for p in range(4)} | {("t2", 0), ("t2", 1)}
+
+
+def test_a_replaced_static_member_leaves_the_subscription_counts(h: Harness, topics: FakeTopics) -> None:
+    topics.put("t2", 2)
+    other = Consumer(h, "g", "o")
+    other.join("t2")
+    a = Consumer(h, "g", "a1", instance="i")
+    a.join("t1")
+    a.beat(), other.beat()
+    a.leave(epoch=-2)
+    Consumer(h, "g", "a2", instance="i").join("t2")
+    g = group(h)
+    assert +g.subscribed_names == {"t2": 2}
+    assert g.metadata_hash == subscription_hash({"t2"}, {}, topics)
+    epoch = g.group_epoch
+    topics.put("unrelated", 1)
+    other.beat()
+    assert group(h).group_epoch == epoch  # no topic of the group changed
+    assert_replays(h)
+
+
+def test_a_member_named_twice_in_one_leave_is_fenced_once(h: Harness) -> None:
+    a, b = Consumer(h, "g", "a"), Consumer(h, "g", "b")
+    a.join("t1")
+    b.join("t1")
+    records = group(h).fence(["a", "a"], h.state.kind(ConsumerGroups).topics)
+    assert len(records) == 4  # a's three tombstones and one epoch bump
+    assert records[-1][1].metadata_hash != 0  # b still subscribes

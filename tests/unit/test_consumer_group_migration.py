@@ -5,6 +5,7 @@ and the group downgraded when its last consumer-protocol member leaves."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from kcoord.groups.classic_protocol import JoinResult, SyncResult
 from kcoord.groups.consumer_protocol import decode_assignment, encode_assignment
 from kcoord.protocol.errors import ErrorCode
 from tests.unit.grouputil import FakeTopics, Harness, new_store
-from tests.unit.test_consumer_group import Consumer
+from tests.unit.test_consumer_group import Consumer, heartbeat
 
 T = uuid.uuid5(uuid.NAMESPACE_OID, "t")
 SESSION_MS = 10_000
@@ -360,3 +361,94 @@ def test_member_states_of_converted_members_are_stable(h: Harness) -> None:
     Consumer(h, "g", "c").join("t")
     g = consumer_group(h)
     assert {m.state for mid, m in g.members.items() if mid != "c"} == {MemberState.STABLE}
+
+
+# --- what a review found (each failed before its fix) ---------------------------------------------
+def null_owned_subscription() -> bytes:
+    topic = struct.pack(">h", 1) + b"t"
+    return struct.pack(">h", 1) + struct.pack(">i", 1) + topic + struct.pack(">i", -1) * 2
+
+
+def test_a_subscription_with_a_null_owned_array_is_refused_not_raised(h: Harness) -> None:
+    classic_group(h)
+    Consumer(h, "g", "c").join("t")
+    result = h.join("g", member_id="x", protocols=[("range", null_owned_subscription())]).last
+    assert result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_an_assignment_with_a_null_array_keeps_the_group_classic(h: Harness) -> None:
+    a, b = ClassicConsumer(h, "g"), ClassicConsumer(h, "g")
+    a.join()
+    b.join()
+    while a.inbox.last is None or b.inbox.last is None:
+        h.tick(3_000)
+    for c in (a, b):
+        c.joined(c.inbox.last)
+    leader, other = (a, b) if a.members else (b, a)
+    null_partitions = (
+        struct.pack(">h", 0) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", -1)
+    )
+    other.sync()
+    # The classic group stores what the leader sends without reading it.
+    bad = null_partitions + struct.pack(">i", -1)
+    h.sync("g", leader.member_id, leader.generation, {leader.member_id: bad, other.member_id: b""})
+    result = Consumer(h, "g", "c").join("t")
+    assert result.error == ErrorCode.GROUP_ID_NOT_FOUND
+    assert h.state.group_type("g") == "classic"
+
+
+def test_a_sync_whose_first_protocol_does_not_parse_is_an_error_not_a_crash(h: Harness) -> None:
+    sub = subscription("t")
+    a_id, a_in = h.join_fully("g", protocols=[("x", b"\x01"), ("range", sub)])
+    b_id, b_in = h.join_fully("g", protocols=[("range", sub)])
+    while a_in.last is None or b_in.last is None:
+        h.tick(3_000)
+    generation = a_in.last.generation
+    leader = a_id if a_in.last.members else b_id
+    plan = {a_id: encode_assignment({"t": [0, 1]}, 1), b_id: encode_assignment({"t": [2, 3]}, 1)}
+    h.sync("g", b_id if leader == a_id else a_id, generation)
+    h.sync("g", leader, generation, plan)
+    # A consumer-protocol member subscribed to nothing yet: the epoch does not move, A may sync.
+    Consumer(h, "g", "c").send(heartbeat("c", 0, topics=(), owned={}, rebalance_timeout_ms=REBALANCE_MS))
+    assert h.state.group_type("g") == "consumer"
+    assert h.sync("g", a_id, generation).last.error == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_a_join_that_fails_does_not_upgrade_the_group(h: Harness) -> None:
+    a, _b = classic_group(h)
+    result = Consumer(h, "g", "c").send(
+        heartbeat("c", 0, regex="(", owned={}, rebalance_timeout_ms=REBALANCE_MS)
+    )
+    assert result.error == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert h.state.group_type("g") == "classic"
+    assert a.beat() == 0
+
+
+def test_a_join_that_fails_does_not_delete_an_empty_consumer_group(h: Harness) -> None:
+    c = Consumer(h, "g", "c")
+    c.join("t")
+    c.leave()
+    assert h.join("g", session_ms=1).last.error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert h.join("g", member_id="x").last.error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.state.group_type("g") == "consumer"
+
+
+def test_members_expiring_together_still_downgrade_the_group(tmp_path: Path, topics: FakeTopics) -> None:
+    config = GroupConfig(initial_rebalance_delay_ms=3000)
+    h = Harness(
+        tmp_path,
+        config,
+        new_state=lambda: new_store(config, topics, group_consumer_session_timeout_ms=SESSION_MS),
+    )
+    a, b = classic_group(h)
+    Consumer(h, "g", "c").join("t")
+    for x in (a, b):
+        x.join(), x.sync()
+    h.restart()  # every session starts again at once: a and c expire together
+    for _ in range(6):
+        h.tick(2_000)
+        b.beat()
+    assert h.state.group_type("g") == "classic"
+    g = h.store.get("g")
+    assert g is not None and set(g.members) == {b.member_id}
+    assert_replays(h)
