@@ -7,7 +7,11 @@
   rebalance callbacks, so librdkafka applies a revocation from within poll (not from its own
   thread while the application still holds a message), after the last commit;
 - a regular-expression subscription ("^...", resolved by the broker) picks up a topic created
-  later.
+  later;
+- KIP-848 online migration: a classic consumer (group.protocol=classic, eager "range") consumes
+  alone; a consumer-protocol consumer joins (the classic group becomes a consumer group, the
+  partitions are shared) and leaves (a classic group again, every partition back to the classic
+  consumer): every record once.
 """
 
 from __future__ import annotations
