@@ -12,8 +12,9 @@ and one consumer-protocol consumer (group.protocol=consumer), while records keep
   Classic) whose rebalance gives the classic consumer every partition at the generation after
   the group epoch; with the policy upgrade it stays a consumer group with the classic member
   alone, every partition reconciled to it;
-- a classic consumer that joins a consumer group is a member of it, and the group downgrades
-  when the consumer-protocol consumer leaves;
+- a classic consumer that joins a consumer group is a member of it (whatever the policy), and
+  the group downgrades when the consumer-protocol consumer leaves (policy bidirectional or
+  downgrade);
 - a policy without upgrade (disabled, downgrade): the consumer-protocol consumer cannot join the
   classic group that has a member; the Java client fails (its poll throws
   GroupIdNotFoundException: a fatal heartbeat error), and the classic consumer goes on with no
@@ -249,11 +250,14 @@ def test_mixed_group_migrates_and_consumes_everything_once(
 
 
 # --- a classic consumer joins a consumer group ----------------------------------------------------
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize(
+    ("policy", "assignor"),
+    [("bidirectional", "range"), ("bidirectional", "cooperative-sticky"), ("downgrade", "range")],
+)
 def test_classic_member_joins_consumer_group_then_downgrades(
-    broker_factory: BrokerFactory, java: Java, unique_topic: str, assignor: str
+    broker_factory: BrokerFactory, java: Java, unique_topic: str, policy: str, assignor: str
 ) -> None:
-    broker = migration_broker(broker_factory, "bidirectional")
+    broker = migration_broker(broker_factory, policy)
     group, topic = unique_topic + "-g", unique_topic
     broker.create_topic(topic, PARTS)
     producer = Producer(broker, topic, PARTS)
