@@ -15,16 +15,23 @@ from kcoord.groups.consumer_protocol import (
     encode_assignment,
     subscription_version,
 )
-from kcoord.groups.migration import MigratingGroup, MigratingMember
+from kcoord.groups.migration import (
+    MALFORMED,
+    NOT_CONSUMER_PROTOCOL,
+    CannotUpgrade,
+    MigratingGroup,
+    MigratingMember,
+)
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome
 
 
-def migration_view(group: ClassicGroup) -> MigratingGroup | None:
+def migration_view(group: ClassicGroup) -> MigratingGroup:
     """The group as a consumer group takes it over (Kafka's validateOnlineUpgrade: members, all on
-    the ``consumer`` protocol type); None if it cannot be, assignments that do not parse included."""
+    the ``consumer`` protocol type). Raises CannotUpgrade if it cannot be, assignments that do not
+    parse included."""
     if not group.members or group.protocol_type != PROTOCOL_TYPE or group.is_in(GroupState.DEAD):
-        return None
+        raise CannotUpgrade(NOT_CONSUMER_PROTOCOL)
     members = []
     try:
         for m in group.members.values():
@@ -41,7 +48,7 @@ def migration_view(group: ClassicGroup) -> MigratingGroup | None:
                 )
             )
     except MalformedConsumerProtocol:
-        return None
+        raise CannotUpgrade(MALFORMED) from None
     return MigratingGroup(group.group_id, group.generation, group.protocol_name, tuple(members))
 
 

@@ -8,7 +8,6 @@ tombstone of its epoch record.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +33,7 @@ from kcoord.consumer.records import (
 )
 from kcoord.groups.classic_protocol import JoinRequest, SyncResult
 from kcoord.groups.consumer_protocol import MalformedConsumerProtocol
+from kcoord.groups.migration import MALFORMED, CannotUpgrade, MigratingGroup
 from kcoord.groups.store import ClassicGroupHost, GroupNamespace, GroupsById
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
@@ -134,23 +134,13 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
             out = classic.hand_over(group_id, now)
             out.then = join
             return out
-        view = classic.migration_view(group_id)
-        records: list[Record] = []
-        if (
-            view is not None
-            and self.config.migration_policy.upgrades
-            and len(view.members) <= self.config.max_size
-        ):
-            with contextlib.suppress(MalformedConsumerProtocol):  # not convertible, as Kafka's
-                records = upgrade_records(view, self.topics, now)
         out = Outcome()
-        if not records:
-            out.respond(
-                respond,
-                HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
-            )
+        try:
+            view, records = self._upgrade(classic, group_id, now)
+        except CannotUpgrade as e:
+            message = e.message(group_id)
+            out.respond(respond, HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, message, req.member_id))
             return out
-        assert view is not None
         if len(view.members) >= self.config.max_size and all(
             m.member_id != req.member_id for m in view.members
         ):
@@ -170,6 +160,21 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         out.records += records
         out.then = upgraded
         return out
+
+    def _upgrade(
+        self, classic: ClassicGroupHost, group_id: str, now: int
+    ) -> tuple[MigratingGroup, list[Record]]:
+        """The classic group and the records of the consumer group it becomes; raises CannotUpgrade
+        with Kafka's reason (validateOnlineUpgrade's checks in its order, then the conversion)."""
+        if not self.config.migration_policy.upgrades:
+            raise CannotUpgrade("online upgrade is disabled.")
+        view = classic.migration_view(group_id)
+        if len(view.members) > self.config.max_size:
+            raise CannotUpgrade("the group size exceeds the consumer group maximum size.")
+        try:
+            return view, upgrade_records(view, self.topics, now)
+        except MalformedConsumerProtocol:
+            raise CannotUpgrade(MALFORMED) from None
 
     # --- members on the classic protocol -------------------------------------------------------------
     def classic_join(self, group_id: str, req: JoinRequest, respond: Responder, now: int) -> Outcome:
