@@ -292,7 +292,10 @@ def test_consumer_protocol_member_cannot_join_classic_group(
 
     modern = consumer_member(java, broker, group, topic)
     error = modern.wait_line("ERROR ", timeout=30)
-    assert error.startswith(f"ERROR GroupIdNotFoundException Group {group} is not a consumer group"), error
+    assert error == (
+        f"ERROR GroupIdNotFoundException Cannot upgrade classic group {group} to consumer group because "
+        "online upgrade is disabled."
+    )
     assert modern.wait_exit(10) == 3
     assert not records(modern.snapshot()) and not assignments(modern.snapshot())
 
