@@ -41,6 +41,10 @@ class CannotUpgrade(Exception):
 
 NOT_CONSUMER_PROTOCOL = "the group does not use the consumer embedded protocol."
 MALFORMED = "the embedded consumer protocol is malformed."
+CUSTOM_ASSIGNOR = (
+    "an unsupported custom assignor is in use. Please refer to the documentation or switch to a "
+    "default assignor before re-attempting the upgrade."
+)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from kcoord.classic.group import GroupConfig, GroupState
 from kcoord.consumer.member import MemberState
@@ -223,6 +223,32 @@ def test_a_classic_group_whose_consumer_protocol_does_not_parse_is_not_upgraded(
         ErrorCode.GROUP_ID_NOT_FOUND,
         "Cannot upgrade classic group g to consumer group because the embedded consumer protocol is "
         "malformed.",
+    )
+    assert h.state.group_type("g") == "classic"
+
+
+@pytest.mark.parametrize(("user_data", "upgraded"), [(b"assignor state", False), (b"", True)])
+def test_a_classic_group_assigned_with_user_data_is_not_upgraded(
+    h: Harness, user_data: bytes, upgraded: bool
+) -> None:
+    """Kafka's ConsumerGroup.fromClassicGroup: user data in a member's assignment (a custom
+    assignor's) would be lost in a consumer group, so the group stays classic."""
+    a, _b = classic_group(h)
+    with_data = ConsumerProtocolAssignment(
+        assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="t", partitions=[0, 1])],
+        user_data=user_data,
+    )
+    h.store.get("g").members[a.member_id].assignment = bytes(with_data.encode(version=1))  # type: ignore[union-attr]
+    result = Consumer(h, "g", "c").join("t")
+    if upgraded:
+        assert result.error == 0
+        assert h.state.group_type("g") == "consumer"
+        return
+    assert (result.error, result.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group g to consumer group because an unsupported custom assignor is in "
+        "use. Please refer to the documentation or switch to a default assignor before re-attempting "
+        "the upgrade.",
     )
     assert h.state.group_type("g") == "classic"
 
