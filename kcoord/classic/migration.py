@@ -11,23 +11,35 @@ from kcoord.groups.classic_protocol import JoinResult, SyncResult
 from kcoord.groups.consumer_protocol import (
     PROTOCOL_TYPE,
     MalformedConsumerProtocol,
+    assignment_has_user_data,
     decode_assignment,
     encode_assignment,
     subscription_version,
 )
-from kcoord.groups.migration import MigratingGroup, MigratingMember
+from kcoord.groups.migration import (
+    CUSTOM_ASSIGNOR,
+    MALFORMED,
+    NOT_CONSUMER_PROTOCOL,
+    CannotUpgrade,
+    MigratingGroup,
+    MigratingMember,
+)
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome
 
 
-def migration_view(group: ClassicGroup) -> MigratingGroup | None:
+def migration_view(group: ClassicGroup) -> MigratingGroup:
     """The group as a consumer group takes it over (Kafka's validateOnlineUpgrade: members, all on
-    the ``consumer`` protocol type); None if it cannot be, assignments that do not parse included."""
+    the ``consumer`` protocol type). Raises CannotUpgrade if it cannot be: assignments that do not
+    parse, or that carry a custom assignor's user data, which the consumer group would lose
+    (Kafka's ConsumerGroup.fromClassicGroup), included."""
     if not group.members or group.protocol_type != PROTOCOL_TYPE or group.is_in(GroupState.DEAD):
-        return None
+        raise CannotUpgrade(NOT_CONSUMER_PROTOCOL)
     members = []
     try:
         for m in group.members.values():
+            if assignment_has_user_data(m.assignment):
+                raise CannotUpgrade(CUSTOM_ASSIGNOR)
             members.append(
                 MigratingMember(
                     member_id=m.member_id,
@@ -41,7 +53,7 @@ def migration_view(group: ClassicGroup) -> MigratingGroup | None:
                 )
             )
     except MalformedConsumerProtocol:
-        return None
+        raise CannotUpgrade(MALFORMED) from None
     return MigratingGroup(group.group_id, group.generation, group.protocol_name, tuple(members))
 
 

@@ -17,7 +17,7 @@ from kcoord.classic.records import (
     GroupMetadataKey,
     GroupMetadataValue,
 )
-from kcoord.groups.migration import MigratingGroup
+from kcoord.groups.migration import NOT_CONSUMER_PROTOCOL, CannotUpgrade, MigratingGroup
 from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
@@ -57,9 +57,11 @@ class ClassicGroups(GroupsById[ClassicGroup]):
         group = self.groups.get(group_id)
         return group is not None and group.is_in(GroupState.EMPTY)
 
-    def migration_view(self, group_id: str) -> MigratingGroup | None:
+    def migration_view(self, group_id: str) -> MigratingGroup:
         group = self.groups.get(group_id)
-        return migration.migration_view(group) if group is not None else None
+        if group is None:
+            raise CannotUpgrade(NOT_CONSUMER_PROTOCOL)
+        return migration.migration_view(group)
 
     def hand_over(self, group_id: str, now: int) -> Outcome:
         group = self.groups.get(group_id)

@@ -8,7 +8,6 @@ tombstone of its epoch record.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
@@ -35,6 +34,7 @@ from kcoord.consumer.records import (
 )
 from kcoord.groups.classic_protocol import JoinRequest, SyncResult
 from kcoord.groups.consumer_protocol import MalformedConsumerProtocol
+from kcoord.groups.migration import MALFORMED, CannotUpgrade
 from kcoord.groups.store import ClassicGroupHost, GroupNamespace, GroupsById
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
@@ -130,23 +130,13 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         undoes the conversion with it; here it is tried first on a copy, and a failing one leaves
         the classic group as it was."""
         out = Outcome()
-        if classic.is_empty(group_id):
-            records: list[Record] = []
-        else:
-            view = classic.migration_view(group_id)
-            records = []
-            if (
-                view is not None
-                and self.config.migration_policy.upgrades
-                and len(view.members) <= self.config.max_size
-            ):
-                with contextlib.suppress(MalformedConsumerProtocol):  # not convertible, as Kafka's
-                    records = upgrade_records(view, self.topics, now)
-            if not records:
-                out.respond(
-                    respond,
-                    HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, self._not_ours(group_id), req.member_id),
-                )
+        records: list[Record] = []
+        if not classic.is_empty(group_id):
+            try:
+                records = self._upgrade(classic, group_id, now)
+            except CannotUpgrade as e:
+                error = HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, e.message(group_id), req.member_id)
+                out.respond(respond, error)
                 return out
         refused = self._trial_join(group_id, records, req, now)
         if refused is not None:
@@ -174,6 +164,21 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         group = trial.groups.get(group_id) or trial._create(group_id)
         result, _records, _leaving = group.heartbeat(req, self.config, self.topics, now)
         return result if result.error else None
+
+    def _upgrade(
+        self, classic: ClassicGroupHost, group_id: str, now: int
+    ) -> list[Record]:
+        """The records of the consumer group the classic group becomes; raises CannotUpgrade
+        with Kafka's reason (validateOnlineUpgrade's checks in its order, then the conversion)."""
+        if not self.config.migration_policy.upgrades:
+            raise CannotUpgrade("online upgrade is disabled.")
+        view = classic.migration_view(group_id)
+        if len(view.members) > self.config.max_size:
+            raise CannotUpgrade("the group size exceeds the consumer group maximum size.")
+        try:
+            return upgrade_records(view, self.topics, now)
+        except MalformedConsumerProtocol:
+            raise CannotUpgrade(MALFORMED) from None
 
     # --- members on the classic protocol -------------------------------------------------------------
     def classic_join(self, group_id: str, req: JoinRequest, respond: Responder, now: int) -> Outcome:

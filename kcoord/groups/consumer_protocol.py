@@ -82,6 +82,18 @@ def decode_assignment(data: bytes) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def assignment_has_user_data(data: bytes) -> bool:
+    """Whether an assignment carries user data (a custom assignor's state, which a consumer group
+    has no place for); empty bytes carry none."""
+    if not data:
+        return False
+    try:
+        a = ConsumerProtocolAssignment.decode(data)
+    except Exception as e:
+        raise MalformedConsumerProtocol(f"malformed consumer protocol assignment: {e}") from None
+    return bool(a.user_data)
+
+
 def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int) -> bytes:
     version = min(max(version, 0), ConsumerProtocolAssignment.max_version)
     tps = [

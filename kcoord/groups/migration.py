@@ -31,6 +31,22 @@ class MigrationPolicy(Enum):
         return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
 
 
+class CannotUpgrade(Exception):
+    """Why a classic group with members does not become a consumer group: the end of the message
+    of Kafka's GroupIdNotFoundException (validateOnlineUpgrade, convertToConsumerGroup)."""
+
+    def message(self, group_id: str) -> str:
+        return f"Cannot upgrade classic group {group_id} to consumer group because {self}"
+
+
+NOT_CONSUMER_PROTOCOL = "the group does not use the consumer embedded protocol."
+MALFORMED = "the embedded consumer protocol is malformed."
+CUSTOM_ASSIGNOR = (
+    "an unsupported custom assignor is in use. Please refer to the documentation or switch to a "
+    "default assignor before re-attempting the upgrade."
+)
+
+
 @dataclass(frozen=True)
 class MigratingMember:
     member_id: str

@@ -119,9 +119,9 @@ class ClassicGroupHost(GroupKind, Protocol):
         """Whether the id is a classic group without members (another kind may take the id)."""
         ...
 
-    def migration_view(self, group_id: str) -> MigratingGroup | None:
-        """The group as a consumer group would take it over; None unless it has members that all
-        speak the consumer protocol with a subscription and an assignment that parse."""
+    def migration_view(self, group_id: str) -> MigratingGroup:
+        """The group as a consumer group would take it over. Raises CannotUpgrade unless it has
+        members that all speak the consumer protocol with assignments that parse."""
         ...
 
     def hand_over(self, group_id: str, now: int) -> Outcome:

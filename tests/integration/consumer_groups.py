@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kcoord.apis.consumer_groups  # noqa: F401 - registers the ConsumerGroup* message classes
+from kcoord.groups.consumer_protocol import decode_assignment
 from tests.harness import BrokerProcess
 from tests.wire import ApiKey, Conn, build_batch
 
@@ -41,6 +42,7 @@ class Member:
     target: frozenset[tuple[str, int]]
     subscribed_topic_names: tuple[str, ...]
     subscribed_topic_regex: str | None
+    member_type: int  # ConsumerGroupDescribe v1: 0 classic protocol, 1 consumer protocol (-1 on v0)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def describe_group(broker: BrokerProcess, group: str) -> Group:
                     target=_partitions(m.target_assignment),
                     subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
                     subscribed_topic_regex=m.subscribed_topic_regex,
+                    member_type=m.member_type,
                 )
                 for m in g.members
             ),
@@ -113,6 +116,44 @@ def wait_stable(broker: BrokerProcess, group: str, clients: int, what: str, time
         raise AssertionError(
             f"timed out after {timeout}s waiting for {what}; last described: {last}"
         ) from None
+
+
+@dataclass(frozen=True)
+class ClassicMember:
+    member_id: str
+    client_id: str
+    assigned: frozenset[tuple[str, int]]  # (topic, partition), decoded from the consumer protocol
+
+
+@dataclass(frozen=True)
+class ClassicGroup:
+    error_code: int
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[ClassicMember, ...]
+
+
+def describe_classic_group(broker: BrokerProcess, group: str) -> ClassicGroup:
+    """DescribeGroups v5 of one group (a consumer group is Dead there: not a classic group)."""
+    with broker.connect() as c:
+        g = c.request(ApiKey.DescribeGroups, 5, groups=[group], include_authorized_operations=False).groups[0]
+    members = tuple(
+        sorted(
+            (
+                ClassicMember(
+                    m.member_id,
+                    m.client_id,
+                    frozenset(
+                        (t, p) for t, ps in decode_assignment(bytes(m.member_assignment)).items() for p in ps
+                    ),
+                )
+                for m in g.members
+            ),
+            key=lambda m: m.client_id,
+        )
+    )
+    return ClassicGroup(g.error_code, g.group_state, g.protocol_type, g.protocol_data, members)
 
 
 # --- waiting --------------------------------------------------------------------------------------

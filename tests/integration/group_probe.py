@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -213,3 +214,29 @@ def assignments(lines: list[str]) -> list[tuple[int, str, list[str]]]:
             _, gen, member, parts = line.split()
             out.append((int(gen), member, [] if parts == "-" else parts.split(",")))
     return out
+
+
+def close(*probes: JavaProbe) -> None:
+    """commitSync and close each (a dynamic member leaves the group), then wait for their exit."""
+    for p in probes:
+        p.send("close")
+    for p in probes:
+        p.wait_line("CLOSED")
+        assert p.wait_exit() == 0
+
+
+def owned(probe: JavaProbe) -> set[str]:
+    """The partitions the member owns after its last rebalance callback ("t-p" strings)."""
+    parts: set[str] = set()
+    for line in probe.snapshot():
+        if line.startswith("ASSIGNED "):
+            parts = set(assignments([line])[0][2])
+        elif line.startswith(("REVOKED ", "LOST ")):
+            gone = line.split(" ", 1)[1]
+            parts -= set() if gone == "-" else set(gone.split(","))
+    return parts
+
+
+def offsets(probes: tuple[JavaProbe, ...] | list[JavaProbe]) -> Counter[tuple[int, int]]:
+    """How many times each (partition, offset) was consumed, over all the probes."""
+    return Counter((p, o) for m in probes for p, o, _ in records(m.snapshot()))

@@ -7,7 +7,11 @@
   rebalance callbacks, so librdkafka applies a revocation from within poll (not from its own
   thread while the application still holds a message), after the last commit;
 - a regular-expression subscription ("^...", resolved by the broker) picks up a topic created
-  later.
+  later;
+- KIP-848 online migration: a classic consumer (group.protocol=classic, eager "range") consumes
+  alone; a consumer-protocol consumer joins (the classic group becomes a consumer group, the
+  partitions are shared) and leaves (a classic group again, every partition back to the classic
+  consumer): every record once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tests.harness import BrokerFactory, BrokerProcess
 from tests.integration.consumer_groups import (
     Producer,
     consumer_group_flags,
+    describe_classic_group,
     describe_group,
     produce,
     wait_stable,
@@ -37,15 +42,20 @@ def kbroker(broker_factory: BrokerFactory) -> BrokerProcess:
     return broker_factory(consumer_group_flags())
 
 
-def consumer_conf(broker: BrokerProcess, group: str, client_id: str) -> dict[str, Any]:
-    return {
+def consumer_conf(
+    broker: BrokerProcess, group: str, client_id: str, protocol: str = "consumer"
+) -> dict[str, Any]:
+    conf: dict[str, Any] = {
         "bootstrap.servers": broker.bootstrap,
         "group.id": group,
-        "group.protocol": "consumer",
+        "group.protocol": protocol,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "client.id": client_id,
     }
+    if protocol == "classic":  # the consumer protocol's timing is the broker's
+        conf.update({"heartbeat.interval.ms": 300, "session.timeout.ms": 10000})
+    return conf
 
 
 def consume(consumer: Any, n: int, timeout: float = 30.0) -> list[tuple[int, int, str]]:
@@ -103,9 +113,11 @@ class Member(threading.Thread):
     """A confluent-kafka consumer polling in its own thread: commits each message synchronously
     before the next poll; notes every message and every rebalance callback."""
 
-    def __init__(self, broker: BrokerProcess, group: str, topic: str, client_id: str) -> None:
+    def __init__(
+        self, broker: BrokerProcess, group: str, topic: str, client_id: str, protocol: str = "consumer"
+    ) -> None:
         super().__init__(daemon=True)
-        self.consumer = ck.Consumer(consumer_conf(broker, group, client_id))
+        self.consumer = ck.Consumer(consumer_conf(broker, group, client_id, protocol))
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
         self.messages: list[tuple[int, int]] = []
         self.events: list[str] = []
@@ -206,3 +218,67 @@ def test_regex_subscription_picks_up_new_topic(kbroker: BrokerProcess, unique_to
         )
     finally:
         consumer.close()
+
+
+def test_classic_group_upgraded_and_downgraded(kbroker: BrokerProcess, unique_topic: str) -> None:
+    """KIP-848 online migration with librdkafka on both protocols: a classic consumer (eager
+    "range") consumes alone; a consumer-protocol consumer joins, which makes a consumer group of
+    the classic group, and the two share the partitions; it leaves, which makes a classic group of
+    it again, and the classic consumer gets every partition back. Every record once."""
+    group, parts = unique_topic + "-g", 4
+    kbroker.create_topic(unique_topic, parts)
+    everything = {(unique_topic, p) for p in range(parts)}
+    producer = Producer(kbroker, unique_topic, parts)
+    producer.start()
+    a = Member(kbroker, group, unique_topic, "a", protocol="classic")
+    a.start()
+    b: Member | None = None
+    try:
+        wait_until(lambda: len(a.messages) >= 40, "A's first messages")
+        cg = describe_classic_group(kbroker, group)
+        assert (cg.state, cg.protocol, [(m.client_id, m.assigned) for m in cg.members]) == (
+            "Stable",
+            "range",
+            [("a", everything)],
+        )
+        b = Member(kbroker, group, unique_topic, "b")
+        b.start()
+        g = wait_stable(kbroker, group, 2, "the upgraded group stable with A and B")
+        ga, gb = g.member("a"), g.member("b")
+        assert (ga.member_id, ga.member_type, gb.member_type) == (cg.members[0].member_id, 0, 1)
+        assert (len(ga.assigned), len(gb.assigned), ga.assigned | gb.assigned) == (2, 2, everything)
+        mark = len(a.messages)
+        wait_until(
+            lambda: {(unique_topic, p) for p, _ in a.messages[mark:]} == ga.assigned, "A consuming its half"
+        )
+        wait_until(lambda: {(unique_topic, p) for p, _ in b.messages} == gb.assigned, "B consuming its half")
+
+        b.stop()  # leaves: the last consumer-protocol member
+        wait_until(
+            lambda: (
+                [(m.member_id, m.assigned) for m in describe_classic_group(kbroker, group).members]
+                == [(ga.member_id, everything)]
+                and describe_classic_group(kbroker, group).state == "Stable"
+            ),
+            "the downgraded classic group stable with A alone",
+        )
+        assert describe_group(kbroker, group).error_code == 69  # GROUP_ID_NOT_FOUND: not a consumer group
+        mark = len(a.messages)
+        wait_until(lambda: {(unique_topic, p) for p, _ in a.messages[mark:]} == everything, "A consuming all")
+    finally:
+        produced = producer.stop()
+        wait_until(
+            lambda: set(a.messages) | set(b.messages if b else []) >= produced, "every record consumed", 30
+        )
+        a.stop()
+    assert b is not None
+    consumed = Counter(a.messages + b.messages)
+    twice = sorted(k for k, n in consumed.items() if n > 1)
+    assert not twice, f"{len(twice)} records consumed more than once, e.g. {twice[:10]}"
+    assert set(consumed) == produced
+    assert not a.failures and not b.failures, (a.failures, b.failures)
+    checker = ck.Consumer(consumer_conf(kbroker, group, "checker", "classic"))
+    try:
+        assert committed(checker, unique_topic, parts) == dict(enumerate(producer.produced))
+    finally:
+        checker.close()

@@ -28,7 +28,6 @@ import signal
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -44,7 +43,7 @@ from tests.integration.consumer_groups import (
     wait_stable,
     wait_until,
 )
-from tests.integration.group_probe import JavaProbe, assignments, commits, records
+from tests.integration.group_probe import JavaProbe, assignments, close, commits, offsets, owned, records
 from tests.integration.test_groups_java import committed
 from tests.wire import ApiKey
 
@@ -69,34 +68,8 @@ def member(java: Java, broker: BrokerProcess, group: str, topic: str, *extra: st
     return java("member", broker.bootstrap, group, topic, CONSUMER, *extra)
 
 
-def close(*probes: JavaProbe) -> None:
-    """commitSync and close each (a dynamic member leaves the group), then wait for their exit."""
-    for p in probes:
-        p.send("close")
-    for p in probes:
-        p.wait_line("CLOSED")
-        assert p.wait_exit() == 0
-
-
-def owned(probe: JavaProbe) -> set[str]:
-    """The partitions the member owns after its last rebalance callback ("t-p" strings)."""
-    parts: set[str] = set()
-    for line in probe.snapshot():
-        if line.startswith("ASSIGNED "):
-            parts = set(assignments([line])[0][2])
-        elif line.startswith(("REVOKED ", "LOST ")):
-            gone = line.split(" ", 1)[1]
-            parts -= set() if gone == "-" else set(gone.split(","))
-    return parts
-
-
 def tps(topic: str, *partitions: int) -> set[str]:
     return {f"{topic}-{p}" for p in partitions}
-
-
-def offsets(probes: tuple[JavaProbe, ...] | list[JavaProbe]) -> Counter[tuple[int, int]]:
-    """How many times each (partition, offset) was consumed, over all the probes."""
-    return Counter((p, o) for m in probes for p, o, _ in records(m.snapshot()))
 
 
 # --- 1. consume, commit, close, resume ------------------------------------------------------------

@@ -10,8 +10,13 @@
 // member: subscribe(TOPIC) and poll in a loop. Prints "@@ ASSIGNED <generation> <member id>
 // <t-p,...>" from the rebalance listener, "@@ REC <partition> <offset> <value>" per record and,
 // after each poll that returned records, commitSync of the positions reached and
-// "@@ COMMITTED <partition> <offset>" (a commit refused by a rebalance prints "@@ COMMITFAIL").
+// "@@ COMMITTED <partition> <offset>" (a commit refused by a rebalance prints "@@ COMMITFAIL
+// <exception class> <message>").
 // Partitions revoked print "@@ REVOKED <t-p,...>", partitions lost (fenced) "@@ LOST <t-p,...>".
+// commitOnRevoke=true also commits (commitSync) the positions of the partitions revoked, from the
+// rebalance listener, before "@@ REVOKED": a classic cooperative consumer's poll returns records
+// while it rebalances, and their commit after poll fails (RebalanceInProgressException, refused
+// by the client itself) until the rebalance completes, by which time a partition may be revoked.
 // Arguments with a dot are consumer configs; pollDelayMs=N sleeps after each non-empty poll so
 // that rebalances interleave with consumption; pattern=REGEX subscribes by a java.util.regex
 // Pattern (matched by the client against its metadata) and subscriptionPattern=REGEX by a
@@ -135,9 +140,12 @@ public class GroupProbe {
         long pollDelayMs = 0;
         String pattern = null;
         String subscriptionPattern = null;
+        boolean commitOnRevoke = false;
         for (String kv : extra) {
             String[] pair = kv.split("=", 2);
-            if (pair[0].equals("pollDelayMs")) {
+            if (pair[0].equals("commitOnRevoke")) {
+                commitOnRevoke = Boolean.parseBoolean(pair[1]);
+            } else if (pair[0].equals("pollDelayMs")) {
                 pollDelayMs = Long.parseLong(pair[1]);
             } else if (pair[0].equals("pattern")) {
                 pattern = pair[1];
@@ -154,9 +162,17 @@ public class GroupProbe {
         }
         ConcurrentLinkedQueue<String> commands = readCommands();
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+        final boolean commitRevoked = commitOnRevoke;
         ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                if (commitRevoked && !partitions.isEmpty()) {
+                    Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
+                    for (TopicPartition tp : partitions) {
+                        positions.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+                    }
+                    commit(consumer, positions);
+                }
                 out("REVOKED " + parts(partitions));
             }
 
@@ -217,14 +233,7 @@ public class GroupProbe {
                 if (pollDelayMs > 0) {
                     Thread.sleep(pollDelayMs);
                 }
-                try {
-                    consumer.commitSync(offsets);
-                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
-                        out("COMMITTED " + e.getKey().partition() + " " + e.getValue().offset());
-                    }
-                } catch (CommitFailedException | RebalanceInProgressException e) {
-                    out("COMMITFAIL " + e.getClass().getSimpleName());
-                }
+                commit(consumer, offsets);
             }
         } catch (FencedInstanceIdException e) {
             out("FENCED " + e.getMessage());
@@ -232,6 +241,17 @@ public class GroupProbe {
         } catch (Exception e) {
             out("ERROR " + e.getClass().getSimpleName() + " " + e.getMessage());
             Runtime.getRuntime().halt(3);
+        }
+    }
+
+    static void commit(KafkaConsumer<String, String> consumer, Map<TopicPartition, OffsetAndMetadata> offsets) {
+        try {
+            consumer.commitSync(offsets);
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                out("COMMITTED " + e.getKey().partition() + " " + e.getValue().offset());
+            }
+        } catch (CommitFailedException | RebalanceInProgressException e) {
+            out("COMMITFAIL " + e.getClass().getSimpleName() + " " + String.valueOf(e.getMessage()).replace('\n', ' '));
         }
     }
 

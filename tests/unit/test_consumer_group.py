@@ -365,7 +365,8 @@ def test_classic_group_of_another_protocol_type_is_not_a_consumer_group(h: Harne
     result = Consumer(h, "connect", "a").join("t1")
     assert (result.error, result.message) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
-        "Group connect is not a consumer group.",
+        "Cannot upgrade classic group connect to consumer group because the group does not use the "
+        "consumer embedded protocol.",
     )
 
 
@@ -376,7 +377,10 @@ def test_no_upgrade_when_the_migration_policy_forbids_it(tmp_path: Path, topics:
     )
     h.join_fully("classic")
     result = Consumer(h, "classic", "a").join("t1")
-    assert result.error == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (result.error, result.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group classic to consumer group because online upgrade is disabled.",
+    )
 
 
 def test_group_max_size(tmp_path: Path, topics: FakeTopics) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from kcoord.classic.group import GroupConfig, GroupState
 from kcoord.consumer.member import MemberState
@@ -190,6 +190,68 @@ def test_a_parked_join_is_told_to_join_again_when_the_group_upgrades(h: Harness)
     assert a.inbox.last is None
     Consumer(h, "g", "c").join("t")
     assert a.inbox.last.error == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_a_classic_group_larger_than_a_consumer_group_may_be_is_not_upgraded(
+    tmp_path: Path, topics: FakeTopics
+) -> None:
+    config = GroupConfig(initial_rebalance_delay_ms=3000)
+    h = Harness(tmp_path, config, new_state=lambda: new_store(config, topics, group_consumer_max_size=1))
+    classic_group(h)
+    result = Consumer(h, "g", "c").join("t")
+    assert (result.error, result.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group g to consumer group because the group size exceeds the consumer "
+        "group maximum size.",
+    )
+    assert h.state.group_type("g") == "classic"
+
+
+@pytest.mark.parametrize("part", ["subscription", "assignment"])
+def test_a_classic_group_whose_consumer_protocol_does_not_parse_is_not_upgraded(
+    h: Harness, part: str
+) -> None:
+    """Kafka's convertToConsumerGroup: a SchemaException from a member's subscription or
+    assignment leaves the group classic."""
+    if part == "subscription":
+        h.join_fully("g", protocols=[("range", b"\x00\x01garbage")])
+        h.tick(3_000)
+    else:
+        a, _b = classic_group(h)
+        h.store.get("g").members[a.member_id].assignment = b"\x00\x01garbage"  # type: ignore[union-attr]
+    result = Consumer(h, "g", "c").join("t")
+    assert (result.error, result.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group g to consumer group because the embedded consumer protocol is "
+        "malformed.",
+    )
+    assert h.state.group_type("g") == "classic"
+
+
+@pytest.mark.parametrize(("user_data", "upgraded"), [(b"assignor state", False), (b"", True)])
+def test_a_classic_group_assigned_with_user_data_is_not_upgraded(
+    h: Harness, user_data: bytes, upgraded: bool
+) -> None:
+    """Kafka's ConsumerGroup.fromClassicGroup: user data in a member's assignment (a custom
+    assignor's) would be lost in a consumer group, so the group stays classic."""
+    a, _b = classic_group(h)
+    with_data = ConsumerProtocolAssignment(
+        assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="t", partitions=[0, 1])],
+        user_data=user_data,
+    )
+    h.store.get("g").members[a.member_id].assignment = bytes(with_data.encode(version=1))  # type: ignore[union-attr]
+    result = Consumer(h, "g", "c").join("t")
+    if upgraded:
+        assert result.error == 0
+        assert h.state.group_type("g") == "consumer"
+        return
+    assert (result.error, result.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group g to consumer group because an unsupported custom assignor is in "
+        "use. Please refer to the documentation or switch to a default assignor before re-attempting "
+        "the upgrade.",
+    )
+    assert h.state.group_type("g") == "classic"
 
 
 def test_a_full_classic_group_is_not_upgraded(tmp_path: Path, topics: FakeTopics) -> None:
