@@ -16,7 +16,8 @@ Behaviour / version notes:
 - KIP-848 migration: JoinGroup, SyncGroup, Heartbeat and LeaveGroup of a consumer group with
   members are answered by it for its members on the classic protocol (consumer/classic_members.py,
   REBALANCE_IN_PROGRESS telling them to join again); a JoinGroup turns an empty consumer group
-  into a classic group; share group ids answer GROUP_ID_NOT_FOUND;
+  into a classic group; a share group id answers JoinGroup INCONSISTENT_GROUP_PROTOCOL and
+  SyncGroup, Heartbeat and LeaveGroup UNKNOWN_MEMBER_ID, as Kafka's classicGroup* do;
 - LeaveGroup: v0-v2 leave one member (error at the top level), v3+ a batch with per-member
   errors, including removal by group.instance.id alone (the admin client's removeMembers);
 - DescribeGroups: an unknown group is Dead (v6: GROUP_ID_NOT_FOUND); metadata and assignment
@@ -53,8 +54,9 @@ CONSUMER = ConsumerGroups.group_type
 
 
 def _not_classic(services: Services, group_id: str) -> bool:
-    """Classic APIs answer GROUP_ID_NOT_FOUND for share groups ("not a classic group"); consumer
-    groups answer them for their members on the classic protocol (KIP-848 migration)."""
+    """A share group's id: Kafka's classic APIs answer JoinGroup INCONSISTENT_GROUP_PROTOCOL and the
+    others UNKNOWN_MEMBER_ID for it. (Consumer groups answer them for their members on the classic
+    protocol: KIP-848 migration.)"""
     store = services.groups.state_for(group_id)
     return store.held_by_another_type(group_id, CLASSIC) and store.group_type(group_id) != CONSUMER
 
@@ -141,7 +143,7 @@ def handle_join(services: Services, ctx: RequestContext, req: Any) -> Any:
     if not req.group_id:
         return _join_response(JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id or ""), v)
     if _not_classic(services, req.group_id):
-        return _join_response(JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, req.member_id or ""), v)
+        return _join_response(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""), v)
     join = JoinRequest(
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,
@@ -225,7 +227,7 @@ def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:
     if not req.group_id:
         return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
     if _not_classic(services, req.group_id):
-        return _sync_response(SyncResult(ErrorCode.GROUP_ID_NOT_FOUND))
+        return _sync_response(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
     sync = SyncRequest(
         req.member_id,
         req.group_instance_id if v >= 3 else None,
@@ -300,7 +302,7 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     if not req.group_id:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     if _not_classic(services, req.group_id):
-        return _HResp(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
+        return _HResp(throttle_time_ms=0, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
     reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
     instance = req.group_instance_id if v >= 3 else None
     op = heartbeat_op(req.group_id, req.member_id, instance, req.generation_id, respond)
@@ -346,7 +348,7 @@ def handle_leave(services: Services, ctx: RequestContext, req: Any) -> Any:
     if not req.group_id:
         return leave_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
     if _not_classic(services, req.group_id):
-        return leave_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
+        return leave_error_response(req, v, ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
     gid = req.group_id
 
     def build(errors: list[int]) -> Any:

@@ -165,9 +165,7 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         result, _records, _leaving = group.heartbeat(req, self.config, self.topics, now)
         return result if result.error else None
 
-    def _upgrade(
-        self, classic: ClassicGroupHost, group_id: str, now: int
-    ) -> list[Record]:
+    def _upgrade(self, classic: ClassicGroupHost, group_id: str, now: int) -> list[Record]:
         """The records of the consumer group the classic group becomes; raises CannotUpgrade
         with Kafka's reason (validateOnlineUpgrade's checks in its order, then the conversion)."""
         if not self.config.migration_policy.upgrades:
@@ -265,13 +263,20 @@ class ConsumerGroups(GroupsById[ConsumerGroup]):
         self, group: ConsumerGroup, leaving: str, joining: ConsumerGroupMember | None, now: int
     ) -> Outcome:
         """Kafka's convertToClassicGroup: the consumer group's tombstones, then the classic group
-        at the same epoch with each member's target assignment; after a member left, its members
-        join again. Nothing if the members share no protocol."""
+        at the same epoch with what each member owns (consumer/migration.py says why not its
+        target). Its members join again after a member left, or when a static member's new
+        instance subscribes to other topics than the one it replaces. Nothing if the members
+        share no protocol."""
         classic = self.namespace.classic_groups
         assert classic is not None
         view = downgrade_view(group, leaving, joining, self.topics)
+        old = group.members[leaving]
+        rebalance = joining is None or (joining.subscribed_topic_names, joining.subscribed_topic_regex) != (
+            old.subscribed_topic_names,
+            old.subscribed_topic_regex,
+        )
         try:
-            taken = classic.take_over(view, joining is None, now)
+            taken = classic.take_over(view, rebalance, now)
         except ValueError:
             return Outcome()
         if joining is None:

@@ -50,6 +50,7 @@ from tests.coordinator_log import (
     parse_offset_value,
 )
 from tests.harness import BrokerFactory, BrokerProcess, shared_broker
+from tests.legacy_log import ShareMember
 from tests.wire import ApiKey, Conn, build_batch
 
 OFFSETS_PARTITIONS = 5
@@ -472,6 +473,42 @@ def test_heartbeat_and_sync_for_unknown_members(gbroker: BrokerProcess, topic: s
             assignments=[],
         )
         assert sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_classic_apis_on_a_share_group(gbroker: BrokerProcess, topic: str) -> None:
+    """Kafka's classicGroupJoin answers INCONSISTENT_GROUP_PROTOCOL for a group of another type
+    than classic and consumer; its SyncGroup, Heartbeat and LeaveGroup UNKNOWN_MEMBER_ID."""
+    group = topic + "-share"
+    with gbroker.connect() as c:
+        ShareMember(c, group, [topic]).heartbeat()
+        join = c.request(
+            ApiKey.JoinGroup,
+            5,
+            group_id=group,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[JProtocol(name="range", metadata=b"")],
+        )
+        assert (join.error_code, join.member_id) == (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+        hb = c.request(
+            ApiKey.Heartbeat, 3, group_id=group, generation_id=1, member_id="m", group_instance_id=None
+        )
+        assert hb.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        sync = c.request(
+            ApiKey.SyncGroup,
+            3,
+            group_id=group,
+            generation_id=1,
+            member_id="m",
+            group_instance_id=None,
+            assignments=[],
+        )
+        assert sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        leave = c.request(ApiKey.LeaveGroup, 1, group_id=group, member_id="m")
+        assert leave.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 # --- __consumer_offsets as a topic --------------------------------------------------------------

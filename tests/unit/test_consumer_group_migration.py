@@ -403,6 +403,23 @@ def test_a_static_member_back_on_the_classic_protocol_downgrades_the_group(h: Ha
     assert h.state.group_type("g") == "classic"
     g = h.store.get("g")
     assert g is not None and set(g.members) == {a.member_id, b.member_id, back.member_id}
+    # The same subscription as the instance it replaces: no rebalance, as Kafka.
+    assert g.is_in(GroupState.STABLE)
+    assert_replays(h)
+
+
+def test_a_static_member_back_with_another_subscription_downgrades_and_rebalances(
+    h: Harness, topics: FakeTopics
+) -> None:
+    topics.put("u", 2)
+    classic_group(h)
+    c = Consumer(h, "g", "c", instance="i-c")
+    c.join("t")
+    c.leave(epoch=-2)
+    result = h.join("g", instance="i-c", protocols=[("range", subscription("t", "u"))]).last
+    assert result is not None and result.error == 0
+    g = h.store.get("g")
+    assert g is not None and g.is_in(GroupState.PREPARING_REBALANCE)
     assert_replays(h)
 
 
