@@ -1,5 +1,6 @@
-"""DescribeConfigs (key 32, v1-v4) for TOPIC and BROKER resources; IncrementalAlterConfigs (key 44,
-v0-v1) for TOPIC resources.
+"""DescribeConfigs (key 32, v1-v4) for TOPIC, BROKER and GROUP resources; IncrementalAlterConfigs
+(key 44, v0-v1) and the legacy AlterConfigs (key 33, v0-v2) for TOPIC and GROUP resources;
+ListConfigResources (key 74, v0-v1).
 
 Behaviour / version notes:
 - TOPIC: every Kafka topic config with its effective value; source DYNAMIC_TOPIC_CONFIG when
@@ -17,10 +18,22 @@ Behaviour / version notes:
   changes nothing; broker configs are static (INVALID_REQUEST), as are internal topics'; group
   configs are validated against the broker's share bounds (INVALID_CONFIG) and written to the
   group's coordinator log before the answer.
+- AlterConfigs (legacy, still sent by librdkafka's, aiokafka's and kafka-python's admin
+  clients): a resource's configs become exactly those given, the others back to their defaults
+  (Kafka's legacyAlterConfigs), validated and persisted as above; as Kafka's ConfigAdminManager
+  preprocessing: a resource named twice is INVALID_REQUEST for each copy ("Each resource must
+  appear at most once."), so are duplicate names and null values; BROKER_LOGGER and unknown
+  types are INVALID_REQUEST ("Unknown resource type N"); answers in request order.
+- ListConfigResources: v0 (Kafka's ListClientMetricsResources) lists client metrics resources,
+  of which kcoord has none; v1 (KIP-1142) lists, for the requested types (none: all of
+  Kafka's supported set GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC), the groups that
+  override a group config, this node for BROKER and BROKER_LOGGER, and every topic
+  (``__consumer_offsets`` included); a type outside that set answers UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kcoord.apis.config_sources import (
@@ -55,6 +68,8 @@ from kcoord.share.config import (
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 
 _Resp = response_class(ApiKey.DescribeConfigs)
@@ -285,6 +300,14 @@ def _alter_group(services: Services, res: Any, validate_only: bool) -> Operation
             configs.pop(c.name, None)
         else:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+    return _write_group_configs(services, gid, configs, validate_only)
+
+
+def _write_group_configs(
+    services: Services, gid: str, configs: dict[str, str], validate_only: bool
+) -> Operation[GroupStore] | None:
+    """Validate a group's complete new config overrides; the operation that persists them, or
+    None when only validating."""
     try:
         validate_group_configs(configs, services.config)
     except InvalidGroupConfig as e:
@@ -293,6 +316,26 @@ def _alter_group(services: Services, res: Any, validate_only: bool) -> Operation
         return None
     value = GroupConfigValue(tuple(sorted(configs.items()))) if configs else None
     return lambda _store, _now: Outcome(records=[(GroupConfigKey(gid), value)])
+
+
+def _answer_after_writes(
+    services: Services, writes: list[tuple[str, Operation[GroupStore]]], build: Callable[[Any], Any]
+) -> Any:
+    """``build()`` at once without group writes, else once every group's new configs are durable."""
+    if not writes:
+        return build(None)
+    reply, responders = reply_all(len(writes), build)
+    for (gid, op), respond in zip(writes, responders, strict=True):
+
+        def answered(
+            store: GroupStore, now: int, op: Operation[GroupStore] = op, respond: Responder = respond
+        ) -> Outcome:
+            out = op(store, now)
+            out.respond(respond, None)
+            return out
+
+        services.groups.tell(gid, answered)
+    return reply
 
 
 def handle_incremental_alter(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -342,21 +385,7 @@ def handle_incremental_alter(services: Services, ctx: RequestContext, req: Any) 
             ],
         )
 
-    if not writes:
-        return build()
-    # Answered once every group's new configs are durable.
-    reply, responders = reply_all(len(writes), build)
-    for (gid, op), respond in zip(writes, responders, strict=True):
-
-        def answered(
-            store: GroupStore, now: int, op: Operation[GroupStore] = op, respond: Responder = respond
-        ) -> Outcome:
-            out = op(store, now)
-            out.respond(respond, None)
-            return out
-
-        services.groups.tell(gid, answered)
-    return reply
+    return _answer_after_writes(services, writes, build)
 
 
 def incremental_alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -372,3 +401,139 @@ def incremental_alter_error_response(req: Any, version: int, code: int, message:
             for r in req.resources
         ],
     )
+
+
+# --- AlterConfigs (legacy) ---------------------------------------------------------------------
+_AResp = response_class(ApiKey.AlterConfigs)
+_AResult = _AResp.AlterConfigsResourceResponse
+
+
+def _legacy_alter(services: Services, res: Any, validate_only: bool) -> Operation[GroupStore] | None:
+    """One resource of a legacy AlterConfigs: its configs become exactly those given (the ones
+    not named go back to their defaults), as Kafka's ConfigurationControlManager.legacyAlterConfigs.
+    Returns the group write to make, if any; raises KafkaError for what it refuses."""
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in res.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    new = {c.name: c.value for c in res.configs}
+    if res.resource_type == RESOURCE_TOPIC:
+        topic = services.partitions.get(res.resource_name)
+        if topic is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name} does not exist"
+            )
+        if topic.internal:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"configs of internal topic {topic.name} are fixed")
+        for name in new:
+            if name not in TOPIC_CONFIGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        clean = services.partitions.validate_configs(dict(new))
+        if not validate_only:
+            services.partitions.alter_topic_configs(topic, clean)
+        return None
+    if res.resource_type == RESOURCE_GROUP:
+        if not res.resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group id")
+        for name in new:
+            if name not in GROUP_CONFIGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+        return _write_group_configs(services, res.resource_name, new, validate_only)
+    if res.resource_type == RESOURCE_BROKER:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "kcoord's broker configs are static")
+    if res.resource_type == RESOURCE_CLIENT_METRICS:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "kcoord has no client metrics resources")
+    # BROKER_LOGGER among them: legacy AlterConfigs never supported it.
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
+
+
+def handle_alter(services: Services, ctx: RequestContext, req: Any) -> Any:
+    seen: dict[tuple[int, str], int] = {}
+    for res in req.resources:
+        key = (res.resource_type, res.resource_name)
+        seen[key] = seen.get(key, 0) + 1
+    results: list[tuple[Any, int, str | None]] = []
+    writes: list[tuple[str, Operation[GroupStore]]] = []
+    for res in req.resources:
+        try:
+            if seen[(res.resource_type, res.resource_name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            op = _legacy_alter(services, res, req.validate_only)
+            if op is not None:
+                writes.append((res.resource_name, op))
+        except KafkaError as e:
+            results.append((res, e.code, e.message))
+            continue
+        results.append((res, 0, None))
+
+    def build(_: Any = None) -> Any:
+        return _AResp(
+            throttle_time_ms=0,
+            responses=[
+                _AResult(
+                    error_code=code,
+                    error_message=msg,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r, code, msg in results
+            ],
+        )
+
+    return _answer_after_writes(services, writes, build)
+
+
+def alter_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _AResp(
+        throttle_time_ms=0,
+        responses=[
+            _AResult(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ],
+    )
+
+
+# --- ListConfigResources -----------------------------------------------------------------------
+_LResp = response_class(ApiKey.ListConfigResources)
+_LResource = _LResp.ConfigResource
+
+
+def handle_list_resources(services: Services, ctx: RequestContext, req: Any) -> Any:
+    v = ctx.api_version
+    # ListConfigResourcesRequest.supportedResourceTypes: v0 was ListClientMetricsResources.
+    supported = (
+        (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS, RESOURCE_BROKER_LOGGER, RESOURCE_BROKER, RESOURCE_TOPIC)
+        if v >= 1
+        else (RESOURCE_CLIENT_METRICS,)
+    )
+    types = set(req.resource_types) if v >= 1 and req.resource_types else set(supported)
+    if not types <= set(supported):
+        return list_resources_error_response(
+            req, v, ErrorCode.UNSUPPORTED_VERSION, f"resource types {sorted(types - set(supported))}"
+        )
+    node = str(services.cluster.node_id)
+    out = []
+    for rtype in supported:
+        if rtype not in types:
+            continue
+        if rtype == RESOURCE_GROUP:
+            names = sorted(gid for store in services.groups.states() for gid in store.config_group_ids())
+        elif rtype in (RESOURCE_BROKER_LOGGER, RESOURCE_BROKER):
+            names = [node]
+        elif rtype == RESOURCE_TOPIC:
+            names = list(services.partitions.topics)
+        else:
+            names = []  # no client metrics resources: kcoord serves no telemetry (SKIPPED.md)
+        out.extend(_LResource(resource_name=n, resource_type=rtype) for n in names)
+    return _LResp(throttle_time_ms=0, error_code=0, config_resources=out)
+
+
+def list_resources_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _LResp(throttle_time_ms=0, error_code=code, config_resources=[])

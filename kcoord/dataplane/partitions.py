@@ -27,7 +27,7 @@ from kcoord.dataplane.topic_config import effective, validate_topic_configs
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.storage.atomic import atomic_write
 from kcoord.storage.flush import Flusher
-from kcoord.storage.log import Log, LogConfig
+from kcoord.storage.log import Log, LogConfig, OffsetOutOfRange
 
 log = structlog.get_logger(__name__)
 
@@ -351,12 +351,35 @@ class PartitionManager:
             p.log.config = self.log_config(configs)
         self._write_topics_file()
 
+    def delete_records(self, part: Partition, offset: int) -> int:
+        """DeleteRecords on one partition, as Kafka's Partition.deleteRecordsOnLeader: ``offset``
+        (-1: the high watermark) becomes the log start offset, durably, when it is above it;
+        returns the partition's low watermark (its log start offset, with one replica)."""
+        tp = f"{part.topic.name}-{part.index}"
+        if "delete" not in effective("cleanup.policy", part.topic.configs, self.config).split(","):
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {tp} can not be deleted due to the configured policy",
+            )
+        target = part.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE, f"The offset {target} for partition {tp} is not valid"
+            )
+        try:
+            if part.log.advance_start_offset(target):
+                log.info("deleted records", partition=tp, log_start_offset=target)
+        except OffsetOutOfRange as e:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"partition {tp}: {e}") from None
+        return part.log_start_offset
+
     def enforce_retention(self) -> int:
         now = self.clock.now_ms()
         deleted = 0
         for p in self.all_partitions():
             if p.topic.internal:
                 continue
+            deleted += p.log.delete_segments_below_start()
             # As in Kafka, time and size retention delete only under cleanup.policy=delete: a topic
             # an earlier kcoord accepted as compact keeps everything (it is not compacted either).
             if "delete" in effective("cleanup.policy", p.topic.configs, self.config).split(","):

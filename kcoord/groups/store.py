@@ -196,6 +196,10 @@ class GroupStore:
     def configs_of(self, group_id: str) -> dict[str, str]:
         return self.group_configs.get(group_id, {})
 
+    def config_group_ids(self) -> list[str]:
+        """The groups of this partition that override a group config (ListConfigResources)."""
+        return list(self.group_configs)
+
     # --- records ----------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any, now: int) -> None:
         self._replay[type(key)](key, value, now)

@@ -168,16 +168,21 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
 
 
 def first_offset_at_or_after(
-    batch: bytes | memoryview, h: BatchHeader, timestamp: int
+    batch: bytes | memoryview, h: BatchHeader, timestamp: int, min_offset: int = 0
 ) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record of the batch with timestamp >= ``timestamp``."""
+    """(offset, timestamp) of the first record of the batch with timestamp >= ``timestamp`` and
+    offset >= ``min_offset`` (the log start offset, which may fall inside a batch)."""
+    if h.last_offset < min_offset:
+        return None
     if h.attributes & ATTR_TIMESTAMP_TYPE:
         # LogAppendTime: every record carries the batch's max timestamp.
-        return (h.base_offset, h.max_timestamp) if h.max_timestamp >= timestamp else None
+        if h.max_timestamp < timestamp:
+            return None
+        return max(h.base_offset, min_offset), h.max_timestamp
     if h.max_timestamp < timestamp:
         return None
     for record in DefaultRecordBatch(bytes(batch)):
-        if record.timestamp >= timestamp:
+        if record.timestamp >= timestamp and record.offset >= min_offset:
             return record.offset, record.timestamp
     return None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcoord.apis import (
+    admin,
     api_versions,
     cluster,
     configs,
@@ -127,6 +128,38 @@ def build_table() -> ApiTable:
                 1,
                 configs.handle_incremental_alter,
                 configs.incremental_alter_error_response,
+            ),
+            ApiSpec(K.AlterConfigs, 0, 2, configs.handle_alter, configs.alter_error_response),
+            ApiSpec(
+                K.ListConfigResources,
+                0,
+                1,
+                configs.handle_list_resources,
+                configs.list_resources_error_response,
+            ),
+            # Admin APIs of one node (apis/admin.py).
+            ApiSpec(K.DeleteRecords, 0, 2, admin.handle_delete_records, admin.delete_records_error_response),
+            ApiSpec(
+                K.DescribeLogDirs,
+                1,
+                5,
+                admin.handle_describe_log_dirs,
+                admin.describe_log_dirs_error_response,
+            ),
+            ApiSpec(K.ElectLeaders, 0, 2, admin.handle_elect_leaders, admin.elect_leaders_error_response),
+            ApiSpec(
+                K.AlterPartitionReassignments,
+                0,
+                1,
+                admin.handle_alter_partition_reassignments,
+                admin.alter_partition_reassignments_error_response,
+            ),
+            ApiSpec(
+                K.ListPartitionReassignments,
+                0,
+                0,
+                admin.handle_list_partition_reassignments,
+                admin.list_partition_reassignments_error_response,
             ),
             ApiSpec(
                 K.DescribeCluster,

@@ -178,6 +178,70 @@ def test_retention_survives_reopen(tmp_path: Path) -> None:
     assert (log.log_start_offset, log.log_end_offset) == (start, 12)
 
 
+# --- the log start offset (DeleteRecords) ------------------------------------------------------
+def test_advance_start_offset_inside_a_segment_and_its_reads(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500, retention_ms=-1)
+    for i in range(4):
+        append(log, [T0 + 10 * (3 * i + j) for j in range(3)], value_size=100)  # 0-2, 3-5, 6-8, 9-11
+    assert [s.base_offset for s in log.segments] == [0, 3, 6, 9]
+    assert log.advance_start_offset(4) is True
+    assert log.log_start_offset == 4
+    with pytest.raises(OffsetOutOfRange):
+        log.read(3, 1 << 20)
+    assert batch_bases(log.read(4, 1 << 20)) == [3]  # the whole batch holding it
+    assert [r[0] for r in read_all(log)] == list(range(4, 12))
+    # Timestamp lookups skip the records below it, within its batch too.
+    assert log.offset_for_timestamp(0, log.high_watermark) == (4, T0 + 40)
+    assert log.offset_for_timestamp(T0 + 35, log.high_watermark) == (4, T0 + 40)
+    assert log.offset_for_timestamp(T0 + 41, log.high_watermark) == (5, T0 + 50)
+    assert log.advance_start_offset(2) is False  # never backwards
+    assert log.advance_start_offset(4) is False
+    with pytest.raises(OffsetOutOfRange):
+        log.advance_start_offset(13)  # above the high watermark
+    # Only the segments whose every record is below it go, at the next retention run.
+    assert log.delete_segments_below_start() == 1
+    assert [s.base_offset for s in log.segments] == [3, 6, 9]
+    assert log.advance_start_offset(12) is True
+    assert log.delete_segments_below_start() == 2  # never the active segment
+    assert [s.base_offset for s in log.segments] == [9]
+    assert log.offset_for_timestamp(0, log.high_watermark) is None
+    append(log, [T0 + 200])
+    assert [r[0] for r in read_all(log)] == [12]
+
+
+def test_start_offset_survives_reopen_and_retention_keeps_the_larger(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500, retention_ms=10_000)
+    for i in range(3):
+        append(log, [T0 + i * 10_000] * 3, value_size=100)
+    log.advance_start_offset(4)
+    log.close()
+    log = open_log(tmp_path, segment_bytes=500, retention_ms=10_000)
+    assert (log.log_start_offset, log.log_end_offset) == (4, 9)
+    assert log.enforce_retention(T0 + 15_000) == 1  # segment 0-2 expired: the start stays at 4
+    assert log.log_start_offset == 4
+    assert log.enforce_retention(T0 + 25_000) == 1  # segment 3-5 too: now at 6
+    assert log.log_start_offset == 6
+    log.close()
+    assert open_log(tmp_path, segment_bytes=500, retention_ms=10_000).log_start_offset == 6
+
+
+def test_start_offset_beyond_what_survived_a_crash_starts_the_log_over(tmp_path: Path) -> None:
+    """Records DeleteRecords deleted up to were lost (flush policy os): as Kafka's LogLoader, every
+    segment goes and the log starts empty at the checkpoint, so no offset is reused."""
+    log = open_log(tmp_path)
+    append(log, [T0] * 5)
+    append(log, [T0] * 5)
+    log.advance_start_offset(8)
+    size_of_first = log.segments[0].size // 2
+    log.close()
+    os.truncate(tmp_path / (segment_name(0) + ".log"), size_of_first)  # the second batch is lost
+    log = open_log(tmp_path, unclean=True)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (8, 8, 8)
+    assert seg_files(tmp_path) == [segment_name(8) + ".log"]
+    assert append(log, [T0]).first_offset == 8
+    assert [r[0] for r in read_all(log)] == [8]
+
+
 # --- recovery ---------------------------------------------------------------------------------
 def _three_batches(d: Path) -> list[int]:
     log = open_log(d)
