@@ -156,6 +156,28 @@ class BrokerConfig(BaseModel):
     offsets_topic_segment_bytes: int = Field(
         104857600, description="Segment size of the coordinator logs (__consumer_offsets)."
     )
+
+    # --- transaction coordinator ---------------------------------------------------------------
+    # Kafka's default is 50 (see offsets.topic.num.partitions for why one node takes 1).
+    transaction_state_log_num_partitions: int = Field(
+        1, description="Coordinator partitions of __transaction_state (when it is created)."
+    )
+    transaction_state_log_segment_bytes: int = Field(
+        104857600, description="Segment size of __transaction_state."
+    )
+    transaction_max_timeout_ms: int = Field(
+        900000,
+        description="Largest transaction timeout a producer may ask for (INVALID_TRANSACTION_TIMEOUT).",
+    )
+    transactional_id_expiration_ms: int = Field(
+        604800000, description="Forget a transactional id after this long without a transaction."
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10000, description="How often transactions open past their timeout are aborted."
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600000, description="How often idle transactional ids expire."
+    )
     log_cleaner_backoff_ms: int = Field(15000, description="How often the log cleaner looks for work.")
     log_cleaner_min_cleanable_ratio: float = Field(
         0.5, description="Clean a log once this share of its closed segments is new since the last cleaning."

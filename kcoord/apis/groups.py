@@ -3,8 +3,9 @@ LeaveGroup (13, v0-v5), SyncGroup (14, v0-v5), DescribeGroups (15, v0-v6), ListG
 v0-v5), DeleteGroups (42, v0-v2).
 
 Behaviour / version notes:
-- FindCoordinator: key type GROUP answers with this broker (batched keys from v4); TRANSACTION
-  and SHARE keys are INVALID_REQUEST (no transaction or share-state coordinator here);
+- FindCoordinator: key types GROUP and TRANSACTION answer with this broker (batched keys from
+  v4); SHARE keys are INVALID_REQUEST (share state lives in the group coordinator here, and only
+  brokers look for it);
 - group ids: empty (or null) is INVALID_GROUP_ID for Join/Sync/Heartbeat/Leave (KIP-289);
   DescribeGroups and DeleteGroups take "" like any group id, as Kafka does, so that the offsets
   standalone consumers stored under it can be inspected and deleted; an unknown group is
@@ -49,6 +50,7 @@ from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.store import ShareGroups
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 CLASSIC = ClassicGroups.group_type
 CONSUMER = ConsumerGroups.group_type
 
@@ -73,7 +75,7 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, req: Any) -
     v = ctx.api_version
     ep = services.cluster.advertised(ctx.listener)
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
-    if key_type == KEY_TYPE_GROUP:
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         error, message, node, host, port = 0, None, services.cluster.node_id, ep.host, ep.port
     else:
         error, message, node, host, port = (

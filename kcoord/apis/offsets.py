@@ -1,4 +1,5 @@
-"""OffsetCommit (8, v2-v10), OffsetFetch (9, v1-v10), OffsetDelete (47, v0).
+"""OffsetCommit (8, v2-v10), OffsetFetch (9, v1-v10), OffsetDelete (47, v0), TxnOffsetCommit (28,
+v0-v4; see ``handle_txn_commit``).
 
 Behaviour / version notes:
 - OffsetCommit: generation -1 with no member commits to a group without live members (and
@@ -16,8 +17,9 @@ Behaviour / version notes:
   error code (KIP-88), while before v2 a null does not parse in Kafka and closes the
   connection; unknown groups and partitions give offset -1, empty metadata and no
   error; v8+ batches groups; v10 names topics by id. The answer waits until everything the
-  group wrote before it is durable, so no reader ever sees an offset a crash could take back:
-  RequireStable (v7+) is therefore always satisfied (there are no transactional offsets);
+  group wrote before it is durable, so no reader ever sees an offset a crash could take back;
+  offsets committed in a transaction that has not ended are not shown, and with RequireStable
+  (v7+) such a partition answers UNSTABLE_OFFSET_COMMIT (KIP-447), as Kafka;
 - group id "" (KIP-289): OffsetCommit and OffsetFetch accept it for standalone consumers, with a
   deprecation warning in the broker log once per client; OffsetDelete answers INVALID_GROUP_ID;
 - OffsetDelete: GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP for active groups that are
@@ -38,6 +40,7 @@ from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
 from kcoord.classic.store import ClassicGroups
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import CloseConnection, ErrorCode
@@ -164,6 +167,129 @@ def commit_error_response(req: Any, version: int, code: int, message: str | None
     )
 
 
+# --- TxnOffsetCommit ---------------------------------------------------------------------------
+_TResp = response_class(ApiKey.TxnOffsetCommit)
+_TTopic = _TResp.TxnOffsetCommitResponseTopic
+_TPart = _TTopic.TxnOffsetCommitResponsePartition
+
+
+def _txn_response(results: list[tuple[str, list[list[int]]]]) -> Any:
+    return _TResp(
+        throttle_time_ms=0,
+        topics=[
+            _TTopic(name=name, partitions=[_TPart(partition_index=p, error_code=e) for p, e in parts])
+            for name, parts in results
+        ],
+    )
+
+
+def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
+    """TxnOffsetCommit (28, v0-v4): offsets committed in a transaction, pending until its marker.
+
+    The group's ``__consumer_offsets`` partition must be in the transaction (AddOffsetsToTxn;
+    KIP-890 verification: INVALID_TXN_STATE, a stale producer INVALID_PRODUCER_EPOCH); v3+ names
+    the member (KIP-447), checked as an OffsetCommit's but without the rebalance check, and a
+    consumer-group member's stale epoch is ILLEGAL_GENERATION, as Kafka answers transactional
+    commits; a group that does not exist is created when the commit names no generation.
+    """
+    v = ctx.api_version
+    gid, tid = req.group_id, req.transactional_id
+    results: list[tuple[str, list[list[int]]]] = []
+    slots: list[list[int]] = []
+    commits: list[tuple[str, int, int, int, str]] = []
+    committed_ids: list[tuple[uuid.UUID, int]] = []
+    pm = services.partitions
+    max_meta = services.config.offset_metadata_max_bytes
+    for t in req.topics:
+        topic = pm.get(t.name)
+        parts = []
+        for p in t.partitions:
+            entry = [p.partition_index, 0]
+            parts.append(entry)
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.committed_metadata is not None and _java_length(p.committed_metadata) > max_meta:
+                entry[1] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                slots.append(entry)
+                commits.append(
+                    (
+                        topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch if v >= 2 else -1,
+                        p.committed_metadata or "",
+                    )
+                )
+                committed_ids.append((topic.topic_id, p.partition_index))
+        results.append((t.name, parts))
+
+    def build(error: int) -> Any:
+        for entry in slots:
+            entry[1] = error
+        return _txn_response(results)
+
+    if not gid:
+        return build(ErrorCode.INVALID_GROUP_ID)
+    if not tid:
+        return build(ErrorCode.INVALID_REQUEST)
+    if not commits:
+        return build(0)
+    if not _may_hold_offsets(services, gid):
+        return build(ErrorCode.GROUP_ID_NOT_FOUND)
+    pid, epoch = req.producer_id, req.producer_epoch
+    offsets_partition = (OFFSETS_TOPIC, services.groups.partition_for(gid))
+    verified = services.transactions.state_for(tid).verify_partitions(tid, pid, epoch, [offsets_partition])
+    error = verified[offsets_partition]
+    if error:
+        return build(_VERIFY_ERRORS.get(error, error))
+    generation = req.generation_id if v >= 3 else -1
+    member_id = req.member_id if v >= 3 else ""
+    instance = req.group_instance_id if v >= 3 else None
+    reply, respond = reply_with(build)
+
+    def op(store: GroupStore, now: int) -> Outcome:
+        out = Outcome()
+        consumer = store.kind(ConsumerGroups).get(gid)
+        if consumer is not None:
+            error = consumer.validate_offset_commit(
+                member_id, generation, v, committed_ids, transactional=True
+            )
+            if error == ErrorCode.STALE_MEMBER_EPOCH:
+                error = ErrorCode.ILLEGAL_GENERATION
+        else:
+            groups = store.kind(ClassicGroups)
+            group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
+            if group is None:
+                error = ErrorCode.ILLEGAL_GENERATION
+            else:
+                error = offset_rules.validate_commit(
+                    group, member_id, instance, generation, transactional=True
+                )
+        if not error:
+            out.records = commit_records(gid, commits, now, -1)
+            out.producer = (pid, epoch)
+        out.respond(respond, error)
+        return out
+
+    services.groups.tell(gid, op)
+    return reply
+
+
+# What the transaction coordinator's verification answers, as a transactional write's client
+# expects it (Kafka's AddPartitionsToTxnManager, for versions before transaction.version 2).
+_VERIFY_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+}
+
+
+def txn_commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return _txn_response(
+        [(t.name, [[p.partition_index, code] for p in t.partitions]) for t in req.topics or []]
+    )
+
+
 # --- OffsetFetch -------------------------------------------------------------------------------
 _FResp = response_class(ApiKey.OffsetFetch)
 _FGroup = _FResp.OffsetFetchResponseGroup
@@ -206,10 +332,12 @@ def _fetch_group(
     wanted: _Wanted,
     respond: Callable[[Any], None],
     member: tuple[str | None, int] = (None, -1),
+    require_stable: bool = False,
 ) -> None:
     """Call ``respond`` with (error, [(topic, [(partition, value|None)])]) for one group (or with
     the exception that failed it). ``member`` is OffsetFetch v9+'s member id and epoch, which a
-    consumer group checks (KIP-848: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
+    consumer group checks (KIP-848: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). With
+    ``require_stable`` a partition with a transactional commit pending is ``UNSTABLE``."""
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return
@@ -227,15 +355,29 @@ def _fetch_group(
             if error:
                 out.respond(respond, (error, []))
                 return out
-        out.respond(respond, (0, store.offsets.fetch(group_id, wanted.topics)))
+        offsets = store.offsets
+        data = offsets.fetch(group_id, wanted.topics)
+        if require_stable and offsets.pending.by_key:
+            data = [
+                (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
+                for t, parts in data
+            ]
+        out.respond(respond, (0, data))
         return out
 
     services.groups.tell(group_id, op)
 
 
+UNSTABLE = object()  # a partition whose offset a transaction that has not ended committed
+
+
 def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
     return [
-        (p, -1, -1, "", 0) if value is None else (p, value.offset, value.leader_epoch, value.metadata, 0)
+        (p, -1, -1, "", 0)
+        if value is None
+        else (p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        if value is UNSTABLE
+        else (p, value.offset, value.leader_epoch, value.metadata, 0)
         for p, value in parts
     ]
 
@@ -253,7 +395,9 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
             return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
 
         reply, respond = reply_with(build_old)
-        _fetch_group(services, ctx, req.group_id, wanted, respond)
+        _fetch_group(
+            services, ctx, req.group_id, wanted, respond, require_stable=v >= 7 and req.require_stable
+        )
         return reply
 
     requests = [(g.group_id, _Wanted(services, g.topics, v)) for g in req.groups]
@@ -279,7 +423,7 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     reply, responders = reply_all(len(requests), build)
     for (gid, wanted), member, respond in zip(requests, members, responders, strict=True):
-        _fetch_group(services, ctx, gid, wanted, respond, member)
+        _fetch_group(services, ctx, gid, wanted, respond, member, bool(req.require_stable))
     return reply
 
 

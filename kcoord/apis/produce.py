@@ -14,8 +14,12 @@ Behaviour / version notes:
   other acks values get INVALID_REQUIRED_ACKS;
 - Produce never creates topics (Kafka 4 creates them on Metadata only); internal topics refuse
   client writes with INVALID_TOPIC_EXCEPTION; v13 addresses topics by id (UNKNOWN_TOPIC_ID);
-- transactional produce is refused with INVALID_TXN_STATE: kcoord has no transaction
-  coordinator (SKIPPED.md);
+- transactional produce (KIP-890 part 1): each partition must be in the producer's ongoing
+  transaction (AddPartitionsToTxn), checked with the transaction coordinator before the append:
+  otherwise INVALID_TXN_STATE (v3-v10) or TRANSACTION_ABORTABLE (v11+), a fenced epoch
+  INVALID_PRODUCER_EPOCH, an unknown producer INVALID_PRODUCER_ID_MAPPING, a transaction whose
+  markers are being written CONCURRENT_TRANSACTIONS; transactional batches without a
+  transactional id are INVALID_TXN_STATE;
 - a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
   since the client reads no response to it.
 """
@@ -58,8 +62,7 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
-    if req.transactional_id is not None:
-        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "kcoord does not implement transactions")
+    verified = _verify_transaction(services, req, v)
     responses = []
     touched = []
     for td in req.topic_data:
@@ -83,6 +86,9 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                 parts_out.append(_partition_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             part = topic.partitions[pd.index]
+            if verified is not None and (error := verified.get((topic.name, pd.index))):
+                parts_out.append(_partition_error(pd.index, error, "the partition is not in the transaction"))
+                continue
             try:
                 base_offset, append_time, appended = append_records(services, part, pd.records, now)
             except KafkaError as e:
@@ -132,6 +138,38 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     reply = Reply()
     flusher.when_durable(touched[-1].log, lambda error: reply.fail(error) if error else reply.resolve(resp))
     return reply
+
+
+def _verify_transaction(services: Services, req: Any, version: int) -> dict[tuple[str, int], int] | None:
+    """Per (topic, partition) of a transactional request, the error that refuses it (0 when the
+    partition is in the transaction); None for a request without a transactional id."""
+    tid = req.transactional_id
+    if tid is None:
+        return None
+    pm = services.partitions
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    errors: dict[tuple[str, int], int] = {}
+    for td in req.topic_data:
+        topic = pm.get_by_id(td.topic_id) if version >= 13 else pm.get(td.name)
+        if topic is None:
+            continue
+        for pd in td.partition_data:
+            try:
+                h = records.read_header(pd.records or b"")
+            except (InvalidBatch, ValueError, IndexError):
+                continue  # the append answers what is wrong with the records
+            if not h.is_transactional:
+                continue
+            by_producer.setdefault((h.producer_id, h.producer_epoch), []).append((topic.name, pd.index))
+    store = services.transactions.state_for(tid)
+    for (pid, epoch), partitions in by_producer.items():
+        for tp, error in store.verify_partitions(tid, pid, epoch, partitions).items():
+            if error == ErrorCode.PRODUCER_FENCED:
+                error = ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here (Kafka)
+            elif error == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
+                error = ErrorCode.INVALID_TXN_STATE  # clients before Produce v11 do not know it
+            errors[tp] = error
+    return errors
 
 
 def append_records(services: Services, part: Partition, raw: bytes | None, now: int) -> tuple[int, int, bool]:

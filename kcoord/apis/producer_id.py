@@ -1,12 +1,18 @@
-"""InitProducerId (key 22), v0-v5, for idempotent producers.
+"""InitProducerId (key 22), v0-v5.
 
 Behaviour / version notes:
 - without a transactional id every request gets a fresh producer id at epoch 0 (as Kafka's
   TransactionCoordinator does for idempotent producers, also when v3+ passes the current
   id/epoch after a sequence error);
-- kcoord has no transaction coordinator: a transactional id gets INVALID_REQUEST at once
-  (COORDINATOR_NOT_AVAILABLE would make clients retry forever), see SKIPPED.md; v6 (KIP-939
-  two-phase commit) is not served for the same reason.
+- with one, the transaction coordinator (kcoord/transaction/coordinator.py) bumps the id's epoch,
+  fencing the producer that had it: an ongoing transaction is aborted first and the request
+  answered CONCURRENT_TRANSACTIONS (the client retries), as while a transaction's markers are
+  being written; v3+ may name the producer id and epoch it had (KIP-360), PRODUCER_FENCED when
+  another producer has taken over since;
+- an empty transactional id is INVALID_REQUEST, a timeout above transaction.max.timeout.ms (or
+  not positive) INVALID_TRANSACTION_TIMEOUT, a producer id without an epoch (or the other way
+  round) INVALID_REQUEST;
+- v6 (KIP-939 two-phase commit) is not served (SKIPPED.md).
 """
 
 from __future__ import annotations
@@ -14,20 +20,52 @@ from __future__ import annotations
 from typing import Any
 
 from kcoord.apis.context import RequestContext
+from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
-from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.transaction.coordinator import ProducerIdAndEpoch
 
 _Resp = response_class(ApiKey.InitProducerId)
 
 
+def _error(code: int) -> Any:
+    return _Resp(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+
+
 def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
-    if req.transactional_id is not None:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "kcoord does not implement transactions")
-    return _Resp(
-        throttle_time_ms=0, error_code=0, producer_id=services.producer_ids.next_id(), producer_epoch=0
+    tid = req.transactional_id
+    if tid is None:
+        return _Resp(
+            throttle_time_ms=0, error_code=0, producer_id=services.producer_ids.next_id(), producer_epoch=0
+        )
+    if tid == "":
+        return _error(ErrorCode.INVALID_REQUEST)
+    timeout = req.transaction_timeout_ms
+    if not 0 < timeout <= services.config.transaction_max_timeout_ms:
+        return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+    expected: tuple[int, int] | None = None
+    if ctx.api_version >= 3:
+        pid, epoch = req.producer_id, req.producer_epoch
+        if (pid == -1) != (epoch == -1):
+            return _error(ErrorCode.INVALID_REQUEST)
+        if pid != -1:
+            expected = (pid, epoch)
+
+    def build(result: ProducerIdAndEpoch) -> Any:
+        return _Resp(
+            throttle_time_ms=0,
+            error_code=result.error,
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
+        )
+
+    reply, respond = reply_with(build)
+    services.transactions.tell(
+        tid, lambda store, now: store.init_producer_id(tid, timeout, expected, respond, now)
     )
+    return reply
 
 
 def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _Resp(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    return _error(code)

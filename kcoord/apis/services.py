@@ -23,6 +23,7 @@ from kcoord.metrics import Metrics
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.coordinator import ShareCoordinator
 from kcoord.storage.flush import Flusher
+from kcoord.transaction.coordinator import TransactionStore
 
 
 class Cluster(Protocol):
@@ -49,6 +50,7 @@ class Services:
     fetch_sessions: FetchSessionCache
     flusher: Flusher  # Produce acks=all answers once its batches are durable
     groups: CoordinatorRuntime[GroupStore]  # the group coordinator (classic and share groups)
+    transactions: CoordinatorRuntime[TransactionStore]  # the transaction coordinator
     share: ShareCoordinator  # share groups' record delivery, sessions and long polls
     metrics: Metrics
     shutdown: Shutdown  # long polls answer at once when the broker stops

@@ -25,7 +25,12 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome
 
 
-def validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None, generation: int) -> int:
+def validate_commit(
+    group: ClassicGroup, member_id: str, instance_id: str | None, generation: int, transactional: bool = False
+) -> int:
+    """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit, whose
+    versions before v3 carry no member) needs no member when it names none, and is taken while
+    the group completes a rebalance."""
     if group.is_in(GroupState.DEAD):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if generation < 0 and group.is_in(GroupState.EMPTY):
@@ -36,9 +41,9 @@ def validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None
             return error
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-    elif not group.is_in(GroupState.EMPTY):
+    elif not transactional and not group.is_in(GroupState.EMPTY):
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if group.is_in(GroupState.COMPLETING_REBALANCE):
+    if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
         return ErrorCode.REBALANCE_IN_PROGRESS
     return 0
 

@@ -196,6 +196,7 @@ class ConsumerGroup:
         member_epoch: int,
         api_version: int,
         partitions: Collection[tuple[uuid.UUID, int]] = (),
+        transactional: bool = False,
     ) -> int:
         """Kafka's ConsumerGroup.validateOffsetCommit: a commit without member (epoch < 0) is
         accepted while the group has no member; otherwise the member must be known and its epoch
@@ -203,7 +204,8 @@ class ConsumerGroup:
         member may commit with an older epoch (KIP-1251, Kafka 4.3) if every partition committed
         (topic id, partition) is still its own, assigned or pending revocation, since an epoch no
         later than the commit's: a commit sent just before a heartbeat moved the member's epoch on
-        (partitions added) stays valid. Otherwise STALE_MEMBER_EPOCH."""
+        (partitions added) stays valid. Otherwise STALE_MEMBER_EPOCH. A transactional commit
+        (TxnOffsetCommit) takes any version."""
         if self.dead:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if member_epoch < 0 and not self.members:
@@ -211,7 +213,7 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not member.uses_classic_protocol and api_version < 9:
+        if not transactional and not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:
             return 0

@@ -54,10 +54,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kafka.protocol.api_data import ApiData
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from kcoord.protocol.fields import RecordFormatError
+from kcoord.protocol.record_schemas import read_record, schema_class
 from kcoord.runtime.outcome import Record
 from kcoord.runtime.records import Encoder
 
@@ -80,7 +80,6 @@ MEMBER_STATE_UNREVOKED_PARTITIONS = 1
 MEMBER_STATE_UNRELEASED_PARTITIONS = 2
 MEMBER_STATE_UNKNOWN = 127
 
-SCHEMAS = "kcoord.protocol.schemas.records"
 ZERO_UUID = uuid.UUID(int=0)
 _H = struct.Struct(">h")
 _VALUE_VERSION_BYTES = _H.pack(VALUE_VERSION)
@@ -241,32 +240,6 @@ ConsumerValue = (
     | ConsumerGroupCurrentMemberAssignmentValue
     | ConsumerGroupRegularExpressionValue
 )
-
-
-# --- Kafka's schemas, through kafka-python ----------------------------------------------------
-def _null_defaults(node: Any) -> Any:
-    """The schema with every JSON ``"default": null`` as the string ``"null"``, the spelling
-    kafka-python reads as null (it reads a JSON null default of an array field as ``[]``)."""
-    if isinstance(node, dict):
-        return {k: "null" if k == "default" and v is None else _null_defaults(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_null_defaults(v) for v in node]
-    return node
-
-
-def _patch(json: dict[str, Any]) -> dict[str, Any]:
-    # The schemas say "coordinator-key"/"coordinator-value" (older ones "data"); ApiData wants "data".
-    return dict(_null_defaults(json), type="data")
-
-
-def schema_class(name: str) -> Any:
-    """kafka-python's ApiData class for one of the record schemas (``ConsumerGroupMetadataKey``...).
-
-    Its own constructor and ``decode`` take the data's version as the keyword ``version``, so they
-    fail on ConsumerGroupRegularExpressionValue, whose field ``Version`` has that name; the
-    compiled codecs used here read and set fields as attributes and are not affected.
-    """
-    return type(name, (ApiData,), {"json_patch": classmethod(lambda cls, j: _patch(j))}, load_json=SCHEMAS)
 
 
 # --- reading helpers --------------------------------------------------------------------------
@@ -449,7 +422,7 @@ class _Spec:
             return key_bytes, bytes(out.buf[: out.pos])
 
     def decode_key(self, buf: bytes) -> Any:
-        d = _read(self.decode_key_fields, buf, 2)
+        d = read_record(self.decode_key_fields, buf, 2)
         return self.key_class(*(_str(getattr(d, n)) for n in self.key_fields))
 
     def decode_value(self, buf: bytes) -> Any:
@@ -458,18 +431,7 @@ class _Spec:
         (version,) = _H.unpack_from(buf)
         if version not in self.value_versions:
             raise RecordFormatError(f"unknown {self.value_class.__name__} version {version}")
-        return self.read_value(_read(self.decode_value_fields[version], buf, 2))
-
-
-def _read(decode: Callable[[memoryview, int], tuple[Any, int]], buf: bytes, pos: int) -> Any:
-    try:
-        d, end = decode(memoryview(buf), pos)
-    # kafka-python's readers fail on bad bytes with whatever the step that met them raises.
-    except (ValueError, struct.error, EOFError, IndexError, AssertionError, TypeError, OverflowError) as e:
-        raise RecordFormatError(f"malformed record: {e!r}") from e
-    if end != len(buf):
-        raise RecordFormatError(f"the record ends at byte {end} of {len(buf)}")
-    return d
+        return self.read_value(read_record(self.decode_value_fields[version], buf, 2))
 
 
 _SPECS = (

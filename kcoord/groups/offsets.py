@@ -12,13 +12,18 @@ are here:
   (GROUP_SUBSCRIBED_TO_TOPIC for the others);
 - expire (KIP-211): an offset with an explicit expire timestamp (value v1) expires then; any other
   expires ``offsets.retention.minutes`` after a base time the group chooses (its commit time, or
-  when the group became empty); offsets of topics the group consumes never expire.
+  when the group became empty); offsets of topics the group consumes never expire; an offset with
+  a transactional commit pending does not expire (as Kafka);
+- transactional offsets (TxnOffsetCommit): pending per producer, invisible to OffsetFetch, until
+  the producer's COMMIT marker makes them the committed offsets or its ABORT marker drops them.
+  Kafka's rule for a mix of both kinds: the offset written later in the log wins, whatever the
+  order of the markers (see ``PendingTransactions``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Hashable, Mapping
+from typing import Generic, Protocol, TypeVar
 
 from kcoord.groups.records import (
     OFFSET_COMMIT_TYPES,
@@ -27,6 +32,7 @@ from kcoord.groups.records import (
     decode_offset_commit,
 )
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fields import RecordFormatError
 from kcoord.runtime.outcome import Outcome, Record
 
 Committed = Mapping[str, Mapping[int, OffsetCommitValue]]  # topic -> partition -> value
@@ -45,14 +51,108 @@ class OffsetOwner(Protocol):
         ...
 
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class PendingTransactions(Generic[K, V]):
+    """Offsets written in transactions that have not ended, by producer id.
+
+    Kafka's rule when a transaction commits: each of its offsets replaces the committed one only if
+    it was written later in the log (OffsetMetadataManager compares record offsets). Writes are
+    replayed in log order, so the rule is kept without record offsets on committed values: a plain
+    commit of a key drops the pending writes of that key (they are older), and a committing
+    transaction drops the other producers' older pending writes of its keys. ``seq`` orders
+    the pending writes (log offsets at start-up, a counter above them live).
+    """
+
+    __slots__ = ("by_key", "by_producer")
+
+    def __init__(self) -> None:
+        self.by_producer: dict[int, dict[K, tuple[int, V]]] = {}
+        self.by_key: dict[K, set[int]] = {}
+
+    def add(self, producer_id: int, key: K, seq: int, value: V) -> None:
+        entries = self.by_producer.get(producer_id)
+        if entries is None:
+            entries = self.by_producer[producer_id] = {}
+        entries[key] = (seq, value)
+        producers = self.by_key.get(key)
+        if producers is None:
+            self.by_key[key] = {producer_id}
+        else:
+            producers.add(producer_id)
+
+    def supersede(self, key: K) -> None:
+        """A plain commit of ``key``, written after every pending write of it."""
+        for pid in self.by_key.pop(key, ()):
+            self._drop(pid, key)
+
+    def _drop(self, producer_id: int, key: K) -> None:
+        entries = self.by_producer[producer_id]
+        del entries[key]
+        if not entries:
+            del self.by_producer[producer_id]
+
+    def end(self, producer_id: int, commit: bool) -> list[tuple[K, V]]:
+        """The producer's transaction ended: what it commits, in the order it wrote it."""
+        entries = self.by_producer.pop(producer_id, None)
+        if not entries:
+            return []
+        out: list[tuple[K, V]] = []
+        for key, (seq, value) in entries.items():
+            producers = self.by_key[key]
+            producers.discard(producer_id)
+            if commit:
+                out.append((key, value))
+                for other in [o for o in producers if self.by_producer[o][key][0] < seq]:
+                    producers.discard(other)
+                    self._drop(other, key)
+            if not producers:
+                del self.by_key[key]
+        return out
+
+    def snapshot(self) -> dict[int, dict[K, V]]:
+        """The pending writes without their order numbers (which differ between live and loaded)."""
+        return {pid: {k: v for k, (_, v) in entries.items()} for pid, entries in self.by_producer.items()}
+
+
 class Offsets:
     def __init__(self) -> None:
         self.committed: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
+        self.pending: PendingTransactions[OffsetCommitKey, OffsetCommitValue] = PendingTransactions()
+        self.seq = 0  # orders pending transactional writes; above every loaded one
 
     def of(self, group_id: str) -> Committed:
         return self.committed.get(group_id, _NONE)
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, now: int) -> None:
+        if value is not None and self.pending.by_key:
+            self.pending.supersede(key)
+        self._put(key, value)
+
+    def replay_transactional(
+        self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None
+    ) -> None:
+        if value is None:
+            raise RecordFormatError("a transactional offset commit cannot be a tombstone")
+        self.seq += 1
+        self.pending.add(producer_id, key, self.seq, value)
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        for key, value in self.pending.end(producer_id, commit):
+            self._put(key, value)
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether a transaction that has not ended committed this offset (UNSTABLE_OFFSET_COMMIT)."""
+        return (
+            bool(self.pending.by_key) and OffsetCommitKey(group_id, topic, partition) in self.pending.by_key
+        )
+
+    def has_pending_group(self, group_id: str) -> bool:
+        return any(k.group == group_id for k in self.pending.by_key)
+
+    def _put(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
             topics = self.committed.get(key.group)
             if topics is not None:
@@ -124,6 +224,9 @@ class Offsets:
                 remaining += len(parts)
                 continue
             for p, value in sorted(parts.items()):
+                if self.has_pending(group_id, topic, p):
+                    remaining += 1
+                    continue
                 if value.expire_timestamp is not None:
                     expired = now >= value.expire_timestamp
                 else:
@@ -157,22 +260,49 @@ class OffsetsLoader:
     partition. Offsets do not depend on any other record (a group's tombstone leaves them alone),
     so the last record of each key, applied after the whole log, leaves the same offsets as
     applying them all in order: records are held back as bytes, later ones replacing earlier ones.
+    Transactional commits are held per producer by the same rules as live ones; a COMMIT marker
+    makes its writes the last records of their keys, and what no marker ended is pending after
+    the load.
     """
 
-    __slots__ = ("_held", "_now", "_offsets")
+    __slots__ = ("_held", "_last", "_now", "_offsets", "_pending")
 
     def __init__(self, offsets: Offsets, now: int) -> None:
         self._offsets = offsets
         self._now = now
         self._held: dict[bytes, bytes | None] = {}  # key without its type -> value
+        self._pending: PendingTransactions[bytes, bytes] = PendingTransactions()
+        self._last = 0
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
-        self._held[key[2:]] = value
+        rest = key[2:]
+        if value is not None and self._pending.by_key:
+            self._pending.supersede(rest)
+        self._held[rest] = value
+
+    def feed_transactional(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        if value is None:
+            raise RecordFormatError(f"a transactional offset commit cannot be a tombstone (offset {offset})")
+        self._pending.add(producer_id, key[2:], offset, value)
+        self._last = offset
+
+    def end_transaction(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        for rest, value in self._pending.end(producer_id, commit):
+            self._held[rest] = value
 
     def finish(self) -> None:
-        replay, now = self._offsets.replay, self._now
+        offsets = self._offsets
         prefix = OFFSET_COMMIT_TYPES[1].to_bytes(2, "big")
         for rest, value in self._held.items():
             k, v = decode_offset_commit(prefix + rest, value)
-            replay(k, v, now)
+            offsets._put(k, v)
         self._held.clear()
+        for pid, entries in self._pending.by_producer.items():
+            for rest, (seq, raw) in entries.items():
+                k, v = decode_offset_commit(prefix + rest, raw)
+                if v is not None:
+                    offsets.pending.add(pid, k, seq, v)
+        offsets.seq = max(offsets.seq, self._last)
+        self._pending = PendingTransactions()

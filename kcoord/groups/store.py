@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kcoord.groups.migration import MigratingGroup
 from kcoord.groups.offsets import Offsets, OffsetsLoader
 from kcoord.groups.records import OFFSET_COMMIT_TYPES, GroupConfigKey, GroupConfigValue, OffsetCommitKey
+from kcoord.protocol.fields import RecordFormatError
 from kcoord.runtime.outcome import Operation, Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -204,6 +205,17 @@ class GroupStore:
     def replay(self, key: Any, value: Any, now: int) -> None:
         self._replay[type(key)](key, value, now)
 
+    def replay_transactional(
+        self, producer_id: int, producer_epoch: int, key: Any, value: Any, now: int
+    ) -> None:
+        # Kafka's group coordinator writes only offset commits in transactions (TxnOffsetCommit).
+        if type(key) is not OffsetCommitKey:
+            raise RecordFormatError(f"{type(key).__name__} records are never transactional")
+        self._offsets.replay_transactional(producer_id, key, value)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool, now: int) -> None:
+        self._offsets.end_transaction(producer_id, commit)
+
     def _replay_configs(self, key: GroupConfigKey, value: GroupConfigValue | None, now: int) -> None:
         configs = dict(value.configs) if value is not None else {}
         if configs:
@@ -255,6 +267,9 @@ class GroupStore:
             g: {t: dict(parts) for t, parts in topics.items()}
             for g, topics in self._offsets.committed.items()
         }
+        pending = self._offsets.pending.snapshot()
+        if pending:
+            out["pending_offsets"] = pending
         if self.group_configs:
             out["configs"] = {g: dict(c) for g, c in self.group_configs.items()}
         return out

@@ -221,9 +221,14 @@ def build_batch(
     entries: Sequence[tuple[bytes | None, bytes | None]],
     timestamp: int,
     base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    attributes: int = 0,
 ) -> bytearray:
     """An uncompressed v2 batch of (key, value) records at consecutive offsets, all stamped
     ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
+    A transactional batch (``attributes`` ATTR_TRANSACTIONAL, with its producer) has no sequence
+    numbers, as Kafka's coordinators write theirs.
 
     All records share the timestamp (delta 0) and their offset delta is their index, so each is
     joined from pre-encoded varints instead of encoded field by field.
@@ -261,12 +266,12 @@ def build_batch(
         -1,
         2,
         0,
-        0,
+        attributes,
         count - 1,
         timestamp,
         timestamp,
-        NO_PRODUCER_ID,
-        -1,
+        producer_id,
+        producer_epoch,
         NO_SEQUENCE,
         count,
     )
@@ -274,6 +279,46 @@ def build_batch(
     batch += body
     _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return batch
+
+
+# Kafka's EndTransactionMarker: the one record of a control batch. Key: int16 version 0, int16
+# ControlRecordType (ABORT 0, COMMIT 1); value: int16 version 0, int32 coordinator epoch.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def build_marker_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int
+) -> bytearray:
+    """A COMMIT or ABORT control batch ending ``producer_id``'s transaction in a partition."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    return build_batch(
+        [(key, value)],
+        timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
+    )
+
+
+def read_marker(batch: bytes, h: BatchHeader) -> tuple[bool, int]:
+    """(commit, coordinator epoch) of a control batch's end-transaction marker.
+
+    Raises InvalidBatch for a control record that is not one (Kafka's other control types, e.g.
+    KRaft's, never appear in a coordinator or data partition of this broker).
+    """
+    for _offset, key, value in iter_key_values(batch, h):
+        if key is None or len(key) < _CONTROL_KEY.size:
+            raise InvalidBatch("control record without a valid key")
+        _version, kind = _CONTROL_KEY.unpack_from(key)
+        if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+            raise InvalidBatch(f"control record of type {kind} is not a transaction marker")
+        epoch = _MARKER_VALUE.unpack_from(value)[1] if value is not None and len(value) >= 6 else -1
+        return kind == CONTROL_COMMIT, epoch
+    raise InvalidBatch("control batch without records")
 
 
 def build_batch_at(entries: Sequence[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:

@@ -13,15 +13,32 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 Record = tuple[Any, Any]  # (key, value); a value of None is a tombstone
+Producer = tuple[int, int]  # (producer id, producer epoch) of a transactional write
 Responder = Callable[[Any], None]  # gets the answer, or the exception that failed it
 
 S = TypeVar("S")
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMarker:
+    """The end of a producer's transaction in one coordinator partition: Kafka's COMMIT or ABORT
+    control record, written by the transaction coordinator's marker (WriteTxnMarkers in Kafka)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int = 0
 
 
 @dataclass(slots=True)
 class Outcome:
     records: list[Record] = field(default_factory=list)
     responses: list[tuple[Responder, Any]] = field(default_factory=list)
+    # Set when the records are a producer's transactional writes (TxnOffsetCommit): they go into a
+    # batch of their own carrying the producer, and count only once a marker commits them.
+    producer: Producer | None = None
+    # Written after the records: ends the producer's transaction in this partition.
+    marker: TransactionMarker | None = None
     # What the operation does next on the state its records made, in the same run and the same
     # batch (a group converted to another type, then joined): records are only ever applied
     # through replay, so an operation that must see its own records continues here.
@@ -46,6 +63,14 @@ class Outcome:
         self.then = chained
 
     def extend(self, other: Outcome) -> None:
+        if other.records:
+            if self.marker is not None or (self.records and other.producer != self.producer):
+                raise ValueError("an outcome writes records of one producer, before its marker")
+            self.producer = other.producer
+        if other.marker is not None:
+            if self.marker is not None:
+                raise ValueError("an outcome writes one marker")
+            self.marker = other.marker
         self.records.extend(other.records)
         self.responses.extend(other.responses)
         if other.then is not None:

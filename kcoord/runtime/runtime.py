@@ -21,16 +21,17 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic
 
 import structlog
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
-from kcoord.runtime.outcome import Operation, Outcome, Record
+from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, TransactionMarker
 from kcoord.runtime.partitioning import partition_for
 from kcoord.runtime.records import RecordRegistry
-from kcoord.runtime.shard import CoordinatorShard, S
+from kcoord.runtime.shard import CoordinatorShard, S, Write
 from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
@@ -38,6 +39,14 @@ from kcoord.storage.log import Log, LogConfig
 log = structlog.get_logger(__name__)
 
 Periodic = Callable[[Any], Iterable[tuple[str, Operation[Any]]]]  # shard state -> (key, op) to run
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionKey:
+    """The actor key of operations on a whole partition; no state holds it, so its actor goes
+    once its writes are durable."""
+
+    index: int
 
 
 class Durable:
@@ -82,17 +91,32 @@ class _ShardWriter:
         self.shard = shard
         self.flusher = flusher
         self._now = now
-        self._pending: list[Record] = []
+        self._pending: list[Write] = []
         self._batch: Durable | None = None
 
-    def write(self, records: list[Record]) -> Durable:
+    def write(
+        self,
+        records: list[Record],
+        producer: Producer | None = None,
+        marker: TransactionMarker | None = None,
+    ) -> Durable:
         """Queue records for the shard's next batch; the Durable settles once they are durable.
 
         With log.flush.policy=always the batch is appended when the next flush round starts, so it
         holds everything written while the previous round synced; otherwise at the end of this
         event-loop pass.
         """
-        self._pending.extend(records)
+        pending = self._pending
+        if (
+            producer is None
+            and marker is None
+            and pending
+            and pending[-1].producer is None
+            and (pending[-1].marker is None)
+        ):
+            pending[-1].records.extend(records)
+        else:
+            pending.append(Write(list(records), producer, marker))
         batch = self._batch
         if batch is None:
             batch = self._batch = Durable()
@@ -103,12 +127,12 @@ class _ShardWriter:
         return batch
 
     def _append_pending(self) -> None:
-        records, self._pending = self._pending, []
+        writes, self._pending = self._pending, []
         batch, self._batch = self._batch, None
         if batch is None:
             return
         try:
-            self.shard.append(records, self._now())
+            self.shard.append_writes(writes, self._now())
             if self.flusher.waits_for_disk:
                 self.flusher.when_durable(self.shard.log, batch.settle)
                 return
@@ -134,7 +158,7 @@ class Actor:
         "writer",
     )
 
-    def __init__(self, runtime: CoordinatorRuntime[Any], key: str, index: int) -> None:
+    def __init__(self, runtime: CoordinatorRuntime[Any], key: Any, index: int) -> None:
         self.runtime = runtime
         self.key = key
         self.shard = runtime.shards[index]
@@ -175,8 +199,8 @@ class Actor:
             runtime.actors.pop(self.key, None)
 
     def _commit(self, outcome: Outcome) -> None:
-        if outcome.records:
-            self._last_write = self.writer.write(outcome.records)
+        if outcome.records or outcome.marker is not None:
+            self._last_write = self.writer.write(outcome.records, outcome.producer, outcome.marker)
         if not outcome.responses:
             return
         pending = self._last_write
@@ -251,7 +275,7 @@ class CoordinatorRuntime(Generic[S]):
         self.shards: list[CoordinatorShard[S]] = []
         self._writers: list[_ShardWriter] = []
         self.load_seconds: list[float] = []  # per shard, how long its start-up replay took
-        self.actors: dict[str, Actor] = {}
+        self.actors: dict[Any, Actor] = {}
         self._ready: deque[Actor] = deque()  # actors with operations, in the order they got them
         self._run_scheduled = False
         # Run after each pass over the ready actors, on the same pass (the server writes the
@@ -286,6 +310,15 @@ class CoordinatorRuntime(Generic[S]):
         actor = self.actors.get(key)
         if actor is None:
             actor = self.actors[key] = Actor(self, key, partition_for(key, self.num_partitions))
+        actor.tell(op)
+
+    def tell_partition(self, index: int, op: Operation[S]) -> None:
+        """Run ``op`` on partition ``index`` as a whole (a transaction marker ends a producer's
+        transaction in the partition, whichever keys it wrote under), in an actor of its own."""
+        key = PartitionKey(index)
+        actor = self.actors.get(key)
+        if actor is None:
+            actor = self.actors[key] = Actor(self, key, index)
         actor.tell(op)
 
     def schedule(self, actor: Actor) -> None:

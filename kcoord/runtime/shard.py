@@ -5,6 +5,12 @@ the state's ``replay``; ``append(records, now)`` writes records to the log as on
 replays the log into a fresh state at start-up, through the same ``replay``. Nothing here waits:
 the asyncio driver (runtime.py) decides when to append and when answers may go out, and tests
 call the same three methods directly.
+
+Transactions, as Kafka's coordinator runtime has them: an operation's records may be a producer's
+transactional writes (``Outcome.producer``; applied through ``replay_transactional`` and written
+as a transactional batch of that producer), and an operation may end a producer's transaction in
+the partition (``Outcome.marker``; applied through ``replay_end_transaction`` and written as a
+COMMIT or ABORT control batch). Start-up replay feeds both to the loaders in log order.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from kcoord.protocol import records as batches
-from kcoord.runtime.outcome import Operation, Outcome, Record
+from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, TransactionMarker
 from kcoord.runtime.records import RecordFormatError, RecordRegistry, record_type
 from kcoord.storage.log import Log
 
@@ -30,6 +36,16 @@ class Loader(Protocol):
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None: ...
 
+    def feed_transactional(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        """A record of a producer's transaction, pending until an end marker."""
+        ...
+
+    def end_transaction(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker at ``offset``: every loader gets it."""
+        ...
+
     def finish(self) -> None: ...
 
 
@@ -38,6 +54,16 @@ class CoordinatorState(Protocol[K]):
 
     def replay(self, key: Any, value: Any, now: int) -> None:
         """Apply one record: live writes and start-up replay both come through here."""
+        ...
+
+    def replay_transactional(
+        self, producer_id: int, producer_epoch: int, key: Any, value: Any, now: int
+    ) -> None:
+        """Apply a record of a producer's ongoing transaction (Kafka's replay with a producer id)."""
+        ...
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool, now: int) -> None:
+        """The producer's transaction ended in this partition (Kafka's replayEndTransactionMarker)."""
         ...
 
     def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]:
@@ -69,19 +95,46 @@ S = TypeVar("S", bound=CoordinatorState[Any])
 class Replaying:
     """The loader of records that are decoded and replayed as they come."""
 
-    __slots__ = ("_decode", "_now", "_replay")
+    __slots__ = ("_decode", "_now", "_replay", "_state")
 
-    def __init__(self, registry: RecordRegistry, replay: Callable[[Any, Any, int], None], now: int) -> None:
+    def __init__(self, registry: RecordRegistry, state: CoordinatorState[Any], now: int) -> None:
         self._decode = registry.decode
-        self._replay = replay
+        self._replay = state.replay
+        self._state = state
         self._now = now
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         k, v = self._decode(key, value)
         self._replay(k, v, self._now)
 
+    def feed_transactional(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        k, v = self._decode(key, value)
+        self._state.replay_transactional(producer_id, producer_epoch, k, v, self._now)
+
+    def end_transaction(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self._state.replay_end_transaction(producer_id, producer_epoch, commit, self._now)
+
     def finish(self) -> None:
         pass
+
+
+class Write:
+    """Records of one kind for the log: plain, or one producer's transactional writes; then
+    perhaps a marker ending that producer's transaction."""
+
+    __slots__ = ("marker", "producer", "records")
+
+    def __init__(
+        self,
+        records: list[Record],
+        producer: Producer | None = None,
+        marker: TransactionMarker | None = None,
+    ) -> None:
+        self.records = records
+        self.producer = producer
+        self.marker = marker
 
 
 LOAD_PROGRESS_EVERY = 200_000  # records between two progress reports of a start-up replay
@@ -99,35 +152,88 @@ class CoordinatorShard(Generic[S]):
     def run(self, op: Operation[S], now: int) -> Outcome:
         """Run ``op`` and apply its records; what it returns still has to be appended and answered."""
         outcome = op(self.state, now)
-        replay = self.state.replay
-        for key, value in outcome.records:
-            replay(key, value, now)
+        self._apply(outcome, now)
         while outcome.then is not None:
             step, outcome.then = outcome.then, None
             more = step(self.state, now)
-            for key, value in more.records:
-                replay(key, value, now)
+            self._apply(more, now)
             outcome.extend(more)
         return outcome
 
+    def _apply(self, outcome: Outcome, now: int) -> None:
+        state = self.state
+        if outcome.producer is None:
+            replay = state.replay
+            for key, value in outcome.records:
+                replay(key, value, now)
+        else:
+            pid, epoch = outcome.producer
+            for key, value in outcome.records:
+                state.replay_transactional(pid, epoch, key, value, now)
+        marker = outcome.marker
+        if marker is not None:
+            state.replay_end_transaction(marker.producer_id, marker.producer_epoch, marker.commit, now)
+
     def append(self, records: list[Record], now: int) -> None:
         """Append ``records`` to the log as one batch (durable once the flusher says so)."""
-        records = self.state.link(records, self.log.log_end_offset)
-        data = batches.build_batch(self.registry.encode_all(records), now)
-        self.log.append(data, [batches.read_header(data)], now)
+        self.append_writes([Write(records)], now)
+
+    def append_writes(self, writes: list[Write], now: int) -> None:
+        """Append writes in order, as one batch per run of plain records, one per transactional
+        write and one per marker, in one append (durable once the flusher says so)."""
+        data = bytearray()
+        offset = self.log.log_end_offset
+        for w in writes:
+            if w.records:
+                if w.producer is None:
+                    records = self.state.link(w.records, offset)
+                    data += batches.build_batch(self.registry.encode_all(records), now)
+                else:
+                    pid, epoch = w.producer
+                    data += batches.build_batch(
+                        self.registry.encode_all(w.records),
+                        now,
+                        producer_id=pid,
+                        producer_epoch=epoch,
+                        attributes=batches.ATTR_TRANSACTIONAL,
+                    )
+                offset += len(w.records)
+            m = w.marker
+            if m is not None:
+                data += batches.build_marker_batch(
+                    m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now
+                )
+                offset += 1
+        if data:
+            self.log.append(data, list(batches.iter_headers(data)), now)
 
     def load(self, now: int, progress: Callable[[int], None] | None = None) -> int:
         """Replay the whole log into the state; returns the number of records read."""
         state = self.state
         registry = self.registry
         loaders = dict(state.loaders(registry, now))
-        replaying = Replaying(registry, state.replay, now)
+        replaying = Replaying(registry, state, now)
         for t in registry.key_types:
             loaders.setdefault(t, replaying)
-        feeders = {t.to_bytes(2, "big", signed=True): loader.feed for t, loader in loaders.items()}
+        by_type = {t.to_bytes(2, "big", signed=True): loader for t, loader in loaders.items()}
+        feeders = {t: loader.feed for t, loader in by_type.items()}
+        distinct = list(dict.fromkeys(loaders.values()))
         count = 0
         for h, data in self.log.batches():
             if h.is_control:
+                commit, _epoch = batches.read_marker(data, h)
+                for loader in distinct:
+                    loader.end_transaction(h.base_offset, h.producer_id, h.producer_epoch, commit)
+                continue
+            if h.is_transactional:
+                for offset, key, value in batches.iter_key_values(data, h):
+                    if key is None:
+                        continue
+                    count += 1
+                    txn_loader = by_type.get(key[:2])
+                    if txn_loader is None:
+                        raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
+                    txn_loader.feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
                 continue
             if progress is not None and (count // LOAD_PROGRESS_EVERY) != (
                 (count + h.records_count) // LOAD_PROGRESS_EVERY
@@ -141,7 +247,7 @@ class CoordinatorShard(Generic[S]):
                 if feed is None:
                     raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
                 feed(offset, key, value)
-        for loader in dict.fromkeys(loaders.values()):
+        for loader in distinct:
             loader.finish()
         state.loaded(now)
         return count

@@ -27,6 +27,7 @@ from kcoord.apis import (
     share_fetch,
     share_groups,
     topics,
+    transactions,
 )
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
@@ -187,6 +188,37 @@ def build_table() -> ApiTable:
             ApiSpec(K.OffsetCommit, 2, 10, offsets.handle_commit, offsets.commit_error_response),
             ApiSpec(K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response),
             ApiSpec(K.OffsetDelete, 0, 0, offsets.handle_delete, offsets.delete_error_response),
+            ApiSpec(K.TxnOffsetCommit, 0, 4, offsets.handle_txn_commit, offsets.txn_commit_error_response),
+            # Transaction coordinator (transaction.version 1; see apis/transactions.py).
+            ApiSpec(
+                K.AddPartitionsToTxn,
+                0,
+                3,
+                transactions.handle_add_partitions,
+                transactions.add_partitions_error_response,
+            ),
+            ApiSpec(
+                K.AddOffsetsToTxn,
+                0,
+                4,
+                transactions.handle_add_offsets,
+                transactions.add_offsets_error_response,
+            ),
+            ApiSpec(K.EndTxn, 0, 4, transactions.handle_end, transactions.end_error_response),
+            ApiSpec(
+                K.DescribeTransactions,
+                0,
+                0,
+                transactions.handle_describe,
+                transactions.describe_error_response,
+            ),
+            ApiSpec(
+                K.ListTransactions,
+                0,
+                2,
+                transactions.handle_list,
+                transactions.list_error_response,
+            ),
             # Consumer groups of the KIP-848 protocol (group.protocol=consumer).
             ApiSpec(
                 K.ConsumerGroupHeartbeat,

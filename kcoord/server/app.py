@@ -20,9 +20,10 @@ from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
-from kcoord.server.coordinators import group_runtime
+from kcoord.server.coordinators import group_runtime, transaction_runtime
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.server import KafkaServer, ShutdownSignal
+from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
@@ -53,6 +54,12 @@ class Broker:
             consumer_rebalanced,
         )
         self.groups.on_failure = lambda _exc: self.fatal.set()
+        self.markers = TransactionMarkers(self.partitions, self.groups, self.flusher, self.clock)
+        self.transactions = transaction_runtime(
+            config, self.flusher, self.clock, self.producer_ids.next_id, self.markers.send
+        )
+        self.markers.transactions = self.transactions
+        self.transactions.on_failure = lambda _exc: self.fatal.set()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
         self.table = build_table()
@@ -66,6 +73,7 @@ class Broker:
             fetch_sessions=self.fetch_sessions,
             flusher=self.flusher,
             groups=self.groups,
+            transactions=self.transactions,
             share=self.share,
             metrics=self.metrics,
             shutdown=self.shutdown,
@@ -77,6 +85,7 @@ class Broker:
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
+        self.transactions.after_run.append(self.server.write_ready)
         self.server.add_close_listener(self.share.connection_closed)
         self._tasks: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()
@@ -110,11 +119,16 @@ class Broker:
             )
             self.share.record_load_times()
             self.producer_ids.open()
+            self.transactions.open(unclean=self.partitions.unclean_start)
+            self.partitions.add_internal_topic(
+                self.transactions.topic, self.transactions.logs, {"cleanup.policy": "compact"}
+            )
         finally:
             if gc_was_enabled:
                 gc.enable()
         self.flusher.start()
         self.groups.start()
+        self.transactions.start()
         self.share.forget_deleted_topics()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
@@ -139,8 +153,10 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.transactions.stop()
         await self.groups.stop()
         await self.flusher.stop()
+        self.transactions.close()
         self.groups.close()
         self.partitions.close()
         log.info("kcoord stopped")

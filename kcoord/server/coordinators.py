@@ -2,7 +2,8 @@
 
 The group coordinator: classic, KIP-848 consumer and share groups in the partitions of
 ``__consumer_offsets``, their records registered with one registry, their state in one GroupStore
-per partition.
+per partition. The transaction coordinator: transactional ids in the partitions of
+``__transaction_state``, a TransactionStore per partition.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ from kcoord.share.store import ShareGroups
 from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import LogConfig
+from kcoord.transaction import TRANSACTION_STATE_TOPIC
+from kcoord.transaction.coordinator import (
+    MarkerJob,
+    TransactionConfig,
+    TransactionStore,
+    abort_timed_out,
+    expire_transactional_ids,
+)
+from kcoord.transaction.records import TRANSACTION_RECORDS
 
 
 def group_records() -> RecordRegistry:
@@ -111,5 +121,51 @@ def group_runtime(
         "kcoord-offsets-expiration",
         config.offsets_retention_check_interval_ms,
         offset_expiration(config.offsets_retention_minutes * 60_000),
+    )
+    return runtime
+
+
+def transaction_runtime(
+    config: BrokerConfig,
+    flusher: Flusher,
+    clock: Clock,
+    next_producer_id: Callable[[], int],
+    send_markers: Callable[[MarkerJob], None],
+) -> CoordinatorRuntime[TransactionStore]:
+    txn_config = TransactionConfig(
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        max_timeout_ms=config.transaction_max_timeout_ms,
+    )
+    runtime = CoordinatorRuntime(
+        TRANSACTION_STATE_TOPIC,
+        config.transaction_state_log_num_partitions,
+        config.data_dir,
+        LogConfig(
+            segment_bytes=config.transaction_state_log_segment_bytes,
+            roll_ms=7 * 24 * 3_600_000,
+            retention_ms=-1,
+            retention_bytes=-1,
+            index_interval_bytes=config.log_index_interval_bytes,
+        ),
+        RecordRegistry([TRANSACTION_RECORDS]),
+        lambda _partition: TransactionStore(txn_config, next_producer_id, send_markers),
+        flusher,
+        clock.now_ms,
+        LogCleaner(
+            clock,
+            config.log_cleaner_delete_retention_ms,
+            config.log_cleaner_backoff_ms,
+            config.log_cleaner_min_cleanable_ratio,
+        ),
+    )
+    runtime.every(
+        "kcoord-transaction-abort",
+        config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        abort_timed_out,
+    )
+    runtime.every(
+        "kcoord-transactional-id-expiration",
+        config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        expire_transactional_ids,
     )
     return runtime

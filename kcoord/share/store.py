@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kcoord.groups.store import GroupNamespace, GroupsById
+from kcoord.protocol.fields import RecordFormatError
 from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
@@ -175,6 +176,14 @@ class _StateLoader:
         if v is not None:  # tombstones of superseded deltas are not in the chain (as in ``link``)
             self._groups._last_offset[(k.group_id, k.topic_id, k.partition)] = offset
         self._groups.replay(k, v, self._now)
+
+    def feed_transactional(
+        self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
+    ) -> None:
+        raise RecordFormatError(f"share-partition state is never transactional (offset {offset})")
+
+    def end_transaction(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        pass  # markers end offset commits' transactions, not share state
 
     def finish(self) -> None:
         pass

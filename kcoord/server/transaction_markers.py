@@ -1,0 +1,100 @@
+"""Writing the markers of ending transactions: Kafka's TransactionMarkerChannelManager, in-process.
+
+The transaction coordinator hands over a ``MarkerJob`` once its PrepareCommit or PrepareAbort
+record is durable. A COMMIT or ABORT marker goes into every partition of the transaction: data
+partitions through the data plane, ``__consumer_offsets`` partitions through the group
+coordinator's runtime (where the marker makes the transaction's offsets committed, or drops them,
+through the same replay as at start-up). Once every marker is durable, the transaction coordinator
+writes CompleteCommit or CompleteAbort. A partition deleted meanwhile needs no marker (Kafka
+drops such markers too). If a marker cannot be written the broker stops (the logs' fail-stop),
+and the restart writes every marker of the transaction again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from kcoord.clock import Clock
+from kcoord.dataplane.partitions import PartitionManager
+from kcoord.groups import OFFSETS_TOPIC
+from kcoord.groups.store import GroupStore
+from kcoord.runtime.outcome import Outcome, TransactionMarker
+from kcoord.runtime.runtime import CoordinatorRuntime
+from kcoord.storage.flush import Flusher
+from kcoord.transaction.coordinator import MarkerJob, TransactionStore
+
+log = structlog.get_logger(__name__)
+
+COORDINATOR_EPOCH = 0  # one node leads __transaction_state forever: its epoch never moves
+
+
+class TransactionMarkers:
+    def __init__(
+        self,
+        partitions: PartitionManager,
+        groups: CoordinatorRuntime[GroupStore],
+        flusher: Flusher,
+        clock: Clock,
+    ) -> None:
+        self.partitions = partitions
+        self.groups = groups
+        self.flusher = flusher
+        self.clock = clock
+        self.transactions: CoordinatorRuntime[TransactionStore] | None = None  # set once both exist
+
+    def send(self, job: MarkerJob) -> None:
+        remaining = len(job.partitions) + 1  # one more for the loop below, so that none completes early
+        failed = False
+
+        def done(error: Any = None) -> None:
+            nonlocal remaining, failed
+            if isinstance(error, BaseException):
+                if not failed:
+                    failed = True
+                    log.error(
+                        "writing a transaction marker failed",
+                        transactional_id=job.transactional_id,
+                        error=repr(error),
+                    )
+                return
+            remaining -= 1
+            if remaining == 0 and not failed:
+                self._complete(job)
+
+        marker = TransactionMarker(job.producer_id, job.producer_epoch, job.commit, COORDINATOR_EPOCH)
+        now = self.clock.now_ms()
+        for topic, index in job.partitions:
+            if topic == OFFSETS_TOPIC:
+                self.groups.tell_partition(index, _marker_op(marker, done))
+                continue
+            part = self.partitions.partition(topic, index)
+            if part is None:
+                done()
+                continue
+            part.write_txn_marker(job.producer_id, job.producer_epoch, COORDINATOR_EPOCH, job.commit, now)
+            if self.flusher.waits_for_disk:
+                self.flusher.when_durable(part.log, done)
+            else:
+                self.flusher.mark_dirty(part.log)
+                done()
+        done()
+
+    def _complete(self, job: MarkerJob) -> None:
+        transactions = self.transactions
+        if transactions is None:
+            return
+        tid = job.transactional_id
+        transactions.tell(
+            tid, lambda store, now: store.complete(tid, job.producer_id, job.producer_epoch, job.commit, now)
+        )
+
+
+def _marker_op(marker: TransactionMarker, done: Any) -> Any:
+    def op(_store: GroupStore, _now: int) -> Outcome:
+        out = Outcome(marker=marker)
+        out.respond(done, None)
+        return out
+
+    return op
