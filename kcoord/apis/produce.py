@@ -14,8 +14,12 @@ Behaviour / version notes:
   other acks values get INVALID_REQUIRED_ACKS;
 - Produce never creates topics (Kafka 4 creates them on Metadata only); internal topics refuse
   client writes with INVALID_TOPIC_EXCEPTION; v13 addresses topics by id (UNKNOWN_TOPIC_ID);
-- transactional produce is refused with INVALID_TXN_STATE: kcoord has no transaction
-  coordinator (SKIPPED.md);
+- a request with a transactional id is refused with INVALID_TXN_STATE until the transaction
+  coordinator verifies it (KIP-890); transactional batches themselves are accepted into the data
+  plane: they start or continue the producer's transaction, a non-transactional batch of a
+  producer in a transaction is INVALID_TXN_STATE, a batch of an older producer epoch
+  INVALID_PRODUCER_EPOCH (Kafka answers that, not PRODUCER_FENCED, since 2.7, at every version);
+- control batches (transaction markers) from clients are INVALID_RECORD, as Kafka's LogValidator;
 - a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
   since the client reads no response to it.
 """
@@ -160,19 +164,11 @@ def append_records(services: Services, part: Partition, raw: bytes | None, now: 
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
             )
-        if h.is_transactional:
-            raise KafkaError(ErrorCode.INVALID_TXN_STATE, "kcoord does not implement transactions")
         if not log_append_time and (h.max_timestamp - now > after_max or now - h.base_timestamp > before_max):
             raise KafkaError(
                 ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of range of broker time {now}"
             )
-    duplicate = part.producers.validate(headers)
-    if duplicate is not None:
-        return duplicate.first_offset, -1, False
-    info = part.log.append(data, headers, now, log_append_time=log_append_time)
-    for h in headers:
-        part.producers.update(h, h.max_timestamp)
-    return info.first_offset, info.log_append_time, True
+    return part.append_from_client(data, headers, now, log_append_time)
 
 
 def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
