@@ -182,7 +182,9 @@ def test_client_batches_against_transactions(tmp_path: Path) -> None:
     assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert state(part) == before
     # A retried transactional batch is a duplicate: not appended twice.
-    data = bytearray(build_batch(count=1, producer_id=9, producer_epoch=1, base_sequence=0, transactional=True))
+    data = bytearray(
+        build_batch(count=1, producer_id=9, producer_epoch=1, base_sequence=0, transactional=True)
+    )
     assert part.append_from_client(data, list(records.iter_headers(data)), T0, False) == (0, -1, False)
 
 
@@ -212,7 +214,9 @@ def test_lso_waits_for_the_high_watermark_to_pass_the_marker(tmp_path: Path) -> 
     _, part = new_partition(tmp_path)
     produce(part, pid=1, epoch=0, seq=0, txn=True)
     part.producers.unreplicated.clear()
-    txn = part.producers.update_marker(records.read_header(records.build_end_txn_marker(1, 0, 0, True, T0)), True, 0, T0)
+    txn = part.producers.update_marker(
+        records.read_header(records.build_end_txn_marker(1, 0, 0, True, T0)), True, 0, T0
+    )
     assert txn is not None
     part.producers.complete(txn._replace(last_offset=1))
     part.producers.on_high_watermark(1)
@@ -297,7 +301,9 @@ def test_snapshot_above_the_log_end_is_ignored(tmp_path: Path) -> None:
     produce(part, pid=1, epoch=0, seq=0, txn=True)
     live = state(part)
     crash(pm)
-    (tmp_path / f"{TOPIC}-0" / "00000000000000000050.snapshot").write_text('{"version": 1, "offset": 50, "producers": []}')
+    (tmp_path / f"{TOPIC}-0" / "00000000000000000050.snapshot").write_text(
+        '{"version": 1, "offset": 50, "producers": []}'
+    )
     pm = open_manager(tmp_path)
     part = pm.partition(TOPIC, 0)  # type: ignore[assignment]
     assert state(part) == live
@@ -374,3 +380,45 @@ def test_replay_equals_live(tmp_path_factory: pytest.TempPathFactory, ops: list[
     expected = max(min(ongoing.values()), part.log_start_offset) if ongoing else part.high_watermark
     assert part.last_stable_offset == min(expected, part.high_watermark)
     pm.close()
+
+
+# --- share groups at read_committed ---------------------------------------------------------------
+def test_share_acquisition_skips_aborted_batches_and_markers(tmp_path: Path) -> None:
+    """The batches a read_committed share-partition may acquire: aborted transactions' batches and
+    markers are gaps (archived, never delivered); the acquisition stops at the LSO; the records
+    it writes replay to the same share-partition state."""
+    import uuid
+
+    from kcoord.share.config import SharePartitionConfig
+    from kcoord.share.coordinator import _LogBatches
+    from kcoord.share.partition import SharePartition
+
+    _, part = new_partition(tmp_path)
+    produce(part, count=2)  # 0-1
+    produce(part, pid=1, epoch=0, seq=0, txn=True, count=2)  # 2-3 aborted
+    produce(part, pid=2, epoch=0, seq=0, txn=True)  # 4 committed
+    part.write_txn_marker(1, 0, 0, commit=False, now_ms=T0)  # 5
+    produce(part, pid=1, epoch=0, seq=2, txn=True)  # 6 aborted (another transaction)
+    part.write_txn_marker(2, 0, 0, commit=True, now_ms=T0)  # 7
+    part.write_txn_marker(1, 0, 0, commit=False, now_ms=T0)  # 8
+    produce(part, pid=3, epoch=0, seq=0, txn=True)  # 9 open: the LSO
+    produce(part, count=1)  # 10
+    assert part.last_stable_offset == 9
+    committed = list(_LogBatches(part.log, 0, part.last_stable_offset, 1 << 20, part.aborted_transactions))
+    assert committed == [(0, 1), (4, 4)]
+    uncommitted = list(_LogBatches(part.log, 0, part.high_watermark, 1 << 20))
+    assert uncommitted == [(0, 1), (2, 3), (4, 4), (6, 6), (9, 9), (10, 10)]
+
+    sp = SharePartition("G", uuid.uuid4(), 0, SharePartitionConfig(), 0)  # type: ignore[call-arg]
+    written = list(sp.initialize())
+    got = sp.acquire("m", _LogBatches(part.log, 0, 9, 1 << 20, part.aborted_transactions), 100, T0)
+    assert [(a.first_offset, a.last_offset) for a in got.acquired] == [(0, 1), (4, 4)]
+    written += got.records
+    # Nothing more below the LSO: a second acquisition finds only gaps.
+    again = sp.acquire(
+        "m", _LogBatches(part.log, sp.next_fetch_offset(), 9, 1 << 20, part.aborted_transactions), 100, T0
+    )
+    assert again.acquired == [] and sp.next_fetch_offset() <= 9
+    written += again.records
+    replayed = SharePartition.from_records(sp.group_id, sp.topic_id, 0, sp.config, written)  # type: ignore[arg-type]
+    assert replayed is not None and replayed.durable_view() == sp.durable_view()
