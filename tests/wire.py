@@ -56,6 +56,7 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     headers: list[tuple[str, bytes]] | None = None,
+    transactional: bool = False,
 ) -> bytes:
     """One v2 record batch. ``records``: (key, value, timestamp); or ``count`` generated records."""
     if records is None:
@@ -64,7 +65,7 @@ def build_batch(
     b = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,

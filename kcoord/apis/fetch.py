@@ -2,11 +2,16 @@
 
 Behaviour / version notes:
 - whole batches from the fetch offset up to the high watermark (read_uncommitted) or the last
-  stable offset (read_committed; equal here, as there are no transactions, and
-  AbortedTransactions is an empty list rather than null); at least one batch for the first
-  partition with data even above MaxBytes (KIP-74), then PartitionMaxBytes / MaxBytes limits;
+  stable offset (read_committed); at least one batch for the first partition with data even
+  above MaxBytes (KIP-74), then PartitionMaxBytes / MaxBytes limits;
+- read_committed answers AbortedTransactions (an empty list rather than null when there are
+  none): the aborted transactions overlapping the returned batches, those whose marker is at or
+  after the fetch offset and whose first offset is below the end of the returned data (Kafka
+  bounds it by the next offset-index entry, so may list a few more); the client drops their
+  records. read_uncommitted answers null;
 - long poll: with fewer than MinBytes available the answer waits up to MaxWaitMs and is woken
-  as soon as the high watermark of a requested partition moves, or the broker shuts down;
+  as soon as the high watermark (or the last stable offset) of a requested partition moves, or
+  the broker shuts down;
 - incremental fetch sessions (v7+), see fetch_sessions; v13+ names topics by id
   (UNKNOWN_TOPIC_ID for ids not known, FETCH_SESSION_TOPIC_ID_ERROR for sessions mixing both);
 - CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
@@ -26,6 +31,7 @@ from kcoord.apis.long_poll import LongPoll
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
 from kcoord.dataplane.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
+from kcoord.protocol import records as batches
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
 from kcoord.protocol.messages import ApiKey, response_class
@@ -40,16 +46,23 @@ _INT32_MAX = 0x7FFFFFFF
 
 
 class _Read:
-    __slots__ = ("error", "hw", "log_start", "lso", "records")
+    __slots__ = ("aborted", "error", "hw", "log_start", "lso", "records")
 
     def __init__(
-        self, error: int, hw: int = -1, lso: int = -1, log_start: int = -1, records: Any = b""
+        self,
+        error: int,
+        hw: int = -1,
+        lso: int = -1,
+        log_start: int = -1,
+        records: Any = b"",
+        aborted: list[tuple[int, int]] | None = None,
     ) -> None:
         self.error = error
         self.hw = hw
         self.lso = lso
         self.log_start = log_start
         self.records = records
+        self.aborted = aborted
 
 
 def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -189,12 +202,25 @@ def _read_all(
             reads.append(_Read(ErrorCode.OFFSET_OUT_OF_RANGE))
             any_error = True
             continue
+        aborted = None
+        if isolation == READ_COMMITTED:
+            aborted = _aborted(part, offset, data) if data else []
         if data:
             min_one = False
             remaining -= len(data)
             total += len(data)
-        reads.append(_Read(0, hw, lso, part.log_start_offset, data))
+        reads.append(_Read(0, hw, lso, part.log_start_offset, data, aborted))
     return reads, total, any_error
+
+
+def _aborted(part: Any, offset: int, data: Any) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping the fetched batches."""
+    last = None
+    for h in batches.iter_headers(data, partial_ok=True):
+        last = h
+    if last is None:
+        return []
+    return [(t.producer_id, t.first_offset) for t in part.aborted_transactions(offset, last.next_offset)]
 
 
 def _respond(
@@ -225,7 +251,6 @@ def _respond(
             for (key, *_), r in zip(plan, reads, strict=True):
                 new.must_respond(new.partitions[key], r.error, r.hw, r.log_start, bool(r.records))
 
-    aborted = [] if isolation == READ_COMMITTED else None
     topics: list[FetchTopic] = []
     last_topic = object()
     for i, ((topic_key, index), *_rest) in enumerate(plan):
@@ -236,7 +261,7 @@ def _respond(
             topics.append((None, topic_key, []) if uses_ids else (topic_key, None, []))
             last_topic = topic_key
         topics[-1][2].append(
-            (index, r.error, r.hw, r.lso, r.log_start, aborted if not r.error else None, -1, r.records)
+            (index, r.error, r.hw, r.lso, r.log_start, r.aborted if not r.error else None, -1, r.records)
         )
     return FetchAnswer(topics, 0, session_id)
 

@@ -19,7 +19,12 @@ Behaviour / version notes:
   otherwise INVALID_TXN_STATE (v3-v10) or TRANSACTION_ABORTABLE (v11+), a fenced epoch
   INVALID_PRODUCER_EPOCH, an unknown producer INVALID_PRODUCER_ID_MAPPING, a transaction whose
   markers are being written CONCURRENT_TRANSACTIONS; transactional batches without a
-  transactional id are INVALID_TXN_STATE;
+  transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka answers it for the whole
+  request, kcoord for the partitions that hold them); transactional batches start or continue the producer's
+  transaction in the partition, a non-transactional batch of a producer in a transaction is
+  INVALID_TXN_STATE, a batch of an older producer epoch INVALID_PRODUCER_EPOCH (Kafka answers
+  that, not PRODUCER_FENCED, since 2.7, at every version);
+- control batches (transaction markers) from clients are INVALID_RECORD, as Kafka's LogValidator;
 - a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
   since the client reads no response to it.
 """
@@ -90,7 +95,9 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                 parts_out.append(_partition_error(pd.index, error, "the partition is not in the transaction"))
                 continue
             try:
-                base_offset, append_time, appended = append_records(services, part, pd.records, now)
+                base_offset, append_time, appended = append_records(
+                    services, part, pd.records, now, req.transactional_id
+                )
             except KafkaError as e:
                 parts_out.append(_partition_error(pd.index, e.code, e.message))
                 continue
@@ -172,7 +179,9 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
     return errors
 
 
-def append_records(services: Services, part: Partition, raw: bytes | None, now: int) -> tuple[int, int, bool]:
+def append_records(
+    services: Services, part: Partition, raw: bytes | None, now: int, transactional_id: str | None = None
+) -> tuple[int, int, bool]:
     """Validate and append one partition's records: (base offset, log append time, appended)."""
     if not raw:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
@@ -193,24 +202,22 @@ def append_records(services: Services, part: Partition, raw: bytes | None, now: 
         code = ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD
         raise KafkaError(code, str(e)) from e
     for h in headers:
+        if h.is_transactional and transactional_id is None:
+            # Kafka refuses the whole request (its authorizer has no transactional id to check).
+            raise KafkaError(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactional records without a transactional id",
+            )
         if h.size > max_batch:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
             )
-        if h.is_transactional:
-            raise KafkaError(ErrorCode.INVALID_TXN_STATE, "kcoord does not implement transactions")
         if not log_append_time and (h.max_timestamp - now > after_max or now - h.base_timestamp > before_max):
             raise KafkaError(
                 ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of range of broker time {now}"
             )
-    duplicate = part.producers.validate(headers)
-    if duplicate is not None:
-        return duplicate.first_offset, -1, False
-    info = part.log.append(data, headers, now, log_append_time=log_append_time)
-    for h in headers:
-        part.producers.update(h, h.max_timestamp)
-    return info.first_offset, info.log_append_time, True
+    return part.append_from_client(data, headers, now, log_append_time)
 
 
 def error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -150,7 +150,7 @@ def validate_batch(buf: bytes | bytearray | memoryview, h: BatchHeader) -> None:
             f"{h.records_count} records but lastOffsetDelta {h.last_offset_delta}", corrupt=False
         )
     if h.is_control:
-        raise InvalidBatch("clients may not produce control batches", corrupt=False)
+        raise InvalidBatch("Clients are not allowed to write control records", corrupt=False)
 
 
 def assign_offset(buf: bytearray, pos: int, base_offset: int, leader_epoch: int = 0) -> None:
@@ -453,3 +453,43 @@ def iter_records(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, int, bytes
         value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
         pos = end  # headers are not used by coordinator records
         yield base + off_delta, base_ts + ts_delta, key, value
+
+
+# --- transaction markers (Kafka's EndTransactionMarker and ControlRecordType) ----------------------
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, control type
+_END_TXN_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def build_end_txn_marker(
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int
+) -> bytearray:
+    """A COMMIT or ABORT control batch, as the transaction coordinator's WriteTxnMarkers has a
+    partition leader append it: transactional and control, one record, no sequence."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    batch = build_batch([(key, value)], timestamp)
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    _I64.pack_into(batch, 43, producer_id)
+    struct.pack_into(">h", batch, 51, producer_epoch)
+    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return batch
+
+
+def read_end_txn_marker(batch: bytes, h: BatchHeader) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of a control batch holding a transaction marker; None for an
+    empty control batch or another control type (Kafka's LEADER_CHANGE and KRaft records)."""
+    for _offset, key, value in iter_key_values(batch, h):
+        if key is None or len(key) < _CONTROL_KEY.size:
+            return None
+        _version, kind = _CONTROL_KEY.unpack_from(key)
+        if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return None
+        if value is None or len(value) < _END_TXN_VALUE.size:
+            raise InvalidBatch(f"end transaction marker value of {len(value or b'')} bytes, needs 6")
+        version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+        if version < 0:
+            raise InvalidBatch(f"end transaction marker version {version}")
+        return kind == CONTROL_COMMIT, coordinator_epoch
+    return None

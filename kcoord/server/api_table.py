@@ -24,6 +24,7 @@ from kcoord.apis import (
     offsets,
     produce,
     producer_id,
+    producers,
     share_fetch,
     share_groups,
     topics,
@@ -122,6 +123,7 @@ def build_table() -> ApiTable:
                 topics.create_partitions_error_response,
             ),
             ApiSpec(K.InitProducerId, 0, 5, producer_id.handle, producer_id.error_response),
+            ApiSpec(K.DescribeProducers, 0, 0, producers.handle, producers.error_response),
             ApiSpec(K.DescribeConfigs, 1, 4, configs.handle_describe, configs.describe_error_response),
             ApiSpec(
                 K.IncrementalAlterConfigs,

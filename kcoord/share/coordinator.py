@@ -14,7 +14,7 @@ member's records when its connection closes, as Kafka's share session cache does
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -33,6 +33,7 @@ from kcoord.share.sessions import ShareSessionCache
 from kcoord.share.store import ShareGroups
 from kcoord.share.topics import SharedPartition, Topics
 from kcoord.storage.log import Log, OffsetOutOfRange
+from kcoord.storage.txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
 
@@ -264,7 +265,13 @@ class ShareCoordinator:
             offset = max(sp.next_fetch_offset(), part.log_start_offset)
             if offset >= limit:
                 continue
-            log_batches = _LogBatches(part.log, offset, limit, remaining_bytes)
+            log_batches = _LogBatches(
+                part.log,
+                offset,
+                limit,
+                remaining_bytes,
+                part.aborted_transactions if read_committed else None,
+            )
             got = sp.acquire(member_id, log_batches, max_records - total, now, strict=strict)
             out.records.extend(got.records)
             if not got.acquired:
@@ -300,6 +307,12 @@ class _LogBatches:
     ``limit``, read as SharePartition.acquire iterates them: in chunks of doubling size, at most
     ``max_bytes`` in all (but at least one batch, KIP-74).
 
+    With ``aborted`` (read_committed: the partition's aborted transactions over a range) the
+    batches of aborted transactions are left out too: a transactional batch is aborted when an
+    aborted transaction of its producer spans its offset (from its first offset to its ABORT
+    marker). Left out, they become gaps the share-partition archives, never delivered, as
+    Kafka's share-partition leader filters them.
+
     A ShareFetch's MaxBytes is 50 MiB by default (the Java client's fetch.max.bytes), far more
     than the records one acquisition takes (MaxRecords, 500 by default). Reading and parsing
     MaxBytes of log per ShareFetch made each fetch cost the whole backlog (quadratic in it);
@@ -307,8 +320,17 @@ class _LogBatches:
     positions count from the start of ``data()``) are those read so far.
     """
 
-    def __init__(self, log: Log, offset: int, limit: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        log: Log,
+        offset: int,
+        limit: int,
+        max_bytes: int,
+        aborted: Callable[[int, int], Sequence[AbortedTxn]] | None = None,
+    ) -> None:
         self._log = log
+        self._aborted = aborted
+        self._aborted_ranges: dict[int, list[tuple[int, int]]] = {}  # producer id -> (first, marker)
         self._next = offset
         self._limit = limit
         self._left = max_bytes
@@ -332,6 +354,11 @@ class _LogBatches:
         read = list(batches.iter_headers(data, partial_ok=True))
         if not read:
             return []
+        if self._aborted is not None:
+            for txn in self._aborted(read[0].base_offset, read[-1].next_offset):
+                ranges = self._aborted_ranges.setdefault(txn.producer_id, [])
+                if (txn.first_offset, txn.last_offset) not in ranges:
+                    ranges.append((txn.first_offset, txn.last_offset))
         for h in read:
             h.position += self._size
         self._chunks.append(data)
@@ -346,6 +373,10 @@ class _LogBatches:
         read = self.headers or self._read_more()
         while read:
             for h in read:
-                if not h.is_control:
+                if not h.is_control and not (h.is_transactional and self._is_aborted(h)):
                     yield h.base_offset, h.last_offset
             read = self._read_more()
+
+    def _is_aborted(self, h: batches.BatchHeader) -> bool:
+        ranges = self._aborted_ranges.get(h.producer_id, ())
+        return any(first <= h.base_offset <= marker for first, marker in ranges)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from kcoord.groups.topics import TopicLookup
 from kcoord.storage.log import Log
+from kcoord.storage.txn_index import AbortedTxn
 
 __all__ = ["SharedPartition", "SharedTopic", "TopicLookup", "Topics"]
 
@@ -29,6 +30,10 @@ class SharedPartition(Protocol):
 
     @property
     def last_stable_offset(self) -> int: ...
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> Sequence[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound) (read_committed)."""
+        ...
 
 
 class SharedTopic(Protocol):

@@ -26,6 +26,7 @@ from kcoord.protocol.records import BatchHeader
 from kcoord.storage.atomic import atomic_write
 from kcoord.storage.flush import Flusher
 from kcoord.storage.segment import Segment
+from kcoord.storage.txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +64,7 @@ def _finish_cleaning(directory: Path) -> None:
         installing = any(not (directory / name).exists() for name in plan["install"])
         if not installing:
             for base in plan["delete"]:
-                for suffix in (".log", ".index", ".timeindex"):
+                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
                     (directory / (f"{base:020d}" + suffix)).unlink(missing_ok=True)
         for name in plan["install"]:
             swap = directory / name
@@ -103,6 +104,9 @@ class Log:
         self.high_watermark = 0
         self._unsynced: list[Segment] = []
         self.hw_listeners: list[Callable[[int], None]] = []
+        # Called with the new segment's base offset when a segment rolls, before anything is
+        # written to it (the data plane snapshots producer state there).
+        self.roll_listeners: list[Callable[[int], None]] = []
         self.closed = False
 
     # --- opening ---------------------------------------------------------------------------
@@ -241,6 +245,8 @@ class Log:
         self._bases.append(seg.base_offset)
         # Rolled segments are fsynced whatever the policy, as Kafka flushes on roll.
         self.flusher.mark_dirty(self, urgent=True)
+        for listener in self.roll_listeners:
+            listener(seg.base_offset)
         return seg
 
     # --- durability --------------------------------------------------------------------------
@@ -268,6 +274,10 @@ class Log:
     # --- reading -----------------------------------------------------------------------------
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def segment_of(self, offset: int) -> Segment:
+        """The segment that holds (or would hold) ``offset``."""
+        return self.segments[self._segment_index(offset)]
 
     def read(
         self,
@@ -351,6 +361,24 @@ class Log:
                         yield dataclasses.replace(h, position=pos), data
                     used = whole
                 pos += used
+
+    # --- aborted transactions ------------------------------------------------------------------
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction whose ABORT marker was just appended (to the active
+        segment, as Kafka's LogSegment.updateTxnIndex)."""
+        self.active.txn_index.append(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), from the segment
+        holding ``fetch_offset`` on (markers come after their data), as Kafka's
+        LocalLog.collectAbortedTransactions."""
+        found: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_index(fetch_offset) :]:
+            txns, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, from the log

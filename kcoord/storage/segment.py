@@ -1,4 +1,5 @@
-"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``."""
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index``, ``.timeindex`` and
+``.txnindex`` (aborted transactions, see txn_index)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import structlog
 from kcoord.protocol import records
 from kcoord.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch
 from kcoord.storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.txn_index import TransactionIndex
 
 log = structlog.get_logger(__name__)
 
@@ -27,6 +29,8 @@ class Segment:
         self.path = directory / (segment_name(base_offset) + ".log")
         self.index = OffsetIndex(directory / (segment_name(base_offset) + ".index"), base_offset)
         self.time_index = TimeIndex(directory / (segment_name(base_offset) + ".timeindex"), base_offset)
+        self.txn_index = TransactionIndex(directory / (segment_name(base_offset) + ".txnindex"))
+        self.txn_index.load()
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.device = os.fstat(self.fd).st_dev  # the flusher syncs a whole filesystem at once
@@ -203,6 +207,7 @@ class Segment:
     def fsync(self) -> None:
         if self.fd >= 0:
             os.fdatasync(self.fd)
+            self.txn_index.fsync()
 
     def pin(self) -> None:
         self._pins += 1
@@ -218,16 +223,19 @@ class Segment:
         if self._pins:
             self._close_pending = True
             return
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def delete(self) -> None:
         self.close()
-        for p in (self.path, self.index.path, self.time_index.path):
+        for p in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             p.unlink(missing_ok=True)
 
     def close_indexes(self) -> None:
         """The segment stops being active: no more appends to its indexes."""
         self.index.close()
         self.time_index.close()
+        if not self._pins:  # else the flusher's thread may be syncing it: Segment.close closes it
+            self.txn_index.close()

@@ -1,0 +1,117 @@
+"""A segment's transaction index: ``<20-digit base offset>.txnindex``, Kafka's byte layout.
+
+One 34-byte entry per aborted transaction whose ABORT marker is in the segment, in marker order
+(Kafka's AbortedTxn): version int16 (0), producerId int64, firstOffset int64, lastOffset int64
+(the marker's offset), lastStableOffset int64 (the LSO right after the marker). Read-committed
+fetches collect the entries overlapping what they return; ``lastStableOffset`` lets the search
+stop early, as Kafka's TransactionIndex.collectAbortedTxns. The file is created with its first
+entry. Entries are kept in memory too (there are few): the file is read once, at open.
+
+The index is derived data: the partition's producer state rebuilds it from the log after an
+unclean shutdown (``truncate_to`` then appends), which is why its writes are only fsynced with
+the segment.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = ENTRY.size  # 34
+CURRENT_VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return ENTRY.pack(
+            CURRENT_VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset
+        )
+
+    @classmethod
+    def decode(cls, buf: bytes, pos: int = 0) -> AbortedTxn:
+        version, pid, first, last, lso = ENTRY.unpack_from(buf, pos)
+        if version > CURRENT_VERSION:
+            raise ValueError(f"aborted transaction entry version {version} (this broker writes 0)")
+        return cls(pid, first, last, lso)
+
+
+class TransactionIndex:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[AbortedTxn] = []
+        self._fd = -1
+
+    def load(self) -> None:
+        """Read the entries on disk; a torn trailing entry (a crash mid-write) is dropped."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            self.entries = []
+            return
+        whole = len(data) - len(data) % ENTRY_SIZE
+        self.entries = [AbortedTxn.decode(data, pos) for pos in range(0, whole, ENTRY_SIZE)]
+        if whole != len(data):
+            log.warning("dropping a torn transaction index entry", index=str(self.path))
+            os.truncate(self.path, whole)
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self.entries and self.entries[-1].last_offset >= txn.last_offset:
+            raise ValueError(
+                f"aborted transaction ending at {txn.last_offset} after one ending at "
+                f"{self.entries[-1].last_offset} in {self.path}"
+            )
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, txn.encode())
+        self.entries.append(txn)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at or after ``offset`` (Kafka's truncateTo)."""
+        keep = [e for e in self.entries if e.last_offset < offset]
+        if len(keep) == len(self.entries):
+            return
+        self.entries = keep
+        if not keep:
+            self.close()
+            self.path.unlink(missing_ok=True)
+            return
+        os.truncate(self.path, len(keep) * ENTRY_SIZE)
+
+    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        """Entries overlapping [fetch_offset, upper_bound), and whether the search is complete
+        (an entry's last stable offset reached the bound: later segments cannot overlap)."""
+        found = []
+        for e in self.entries:
+            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                found.append(e)
+            if e.last_stable_offset >= upper_bound:
+                return found, True
+        return found, False
+
+    def fsync(self) -> None:
+        # No "dirty" flag: the flusher calls this from its thread while appends go on.
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.fsync()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self.entries = []
