@@ -26,6 +26,7 @@ import pytest
 
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import Partition
+from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, request_class
 from kcoord.server.app import Broker
@@ -80,6 +81,22 @@ class InProcessBroker:
 
         return self.call(write)
 
+    def append_transactional(self, topic: str, batch: bytes, index: int = 0) -> int:
+        """Append a transactional batch straight into the data plane: this module tests what the
+        partition does with transactions, with no transaction coordinator in the way (the
+        Produce path verifies partitions with it; tests/integration/test_transactions*.py)."""
+        part = self.partition(topic, index)
+
+        def append() -> int:
+            data = bytearray(batch)
+            first, _append_time, _appended = part.append_from_client(
+                data, list(records.iter_headers(data)), int(time.time() * 1000), False
+            )
+            self.broker.flusher.mark_dirty(part.log)
+            return first
+
+        return self.call(append)
+
     def connect(self) -> Conn:
         return Conn(self.host, self.port)
 
@@ -119,15 +136,15 @@ def populate(b: InProcessBroker, topic: str) -> list[str]:
             return int(r.base_offset)
 
         send(plain_batch(["p0"]))  # 0
-        send(txn_batch(100, 0, ["a0", "a1"]))  # 1-2 (aborted)
-        send(txn_batch(200, 0, ["c0"]))  # 3 (committed)
+        b.append_transactional(topic, txn_batch(100, 0, ["a0", "a1"]))  # 1-2 (aborted)
+        b.append_transactional(topic, txn_batch(200, 0, ["c0"]))  # 3 (committed)
         send(plain_batch(["p1"]))  # 4
-        send(txn_batch(100, 2, ["a2"]))  # 5 (aborted)
+        b.append_transactional(topic, txn_batch(100, 2, ["a2"]))  # 5 (aborted)
     assert b.marker(topic, 100, 0, commit=False) == 6
     assert b.marker(topic, 200, 0, commit=True) == 7
     with b.connect() as c:
         send(plain_batch(["p2"]))  # 8
-        send(txn_batch(300, 0, ["o0"]))  # 9 (open)
+        b.append_transactional(topic, txn_batch(300, 0, ["o0"]))  # 9 (open)
         send(plain_batch(["p3"]))  # 10
     return ["p0", "c0", "p1", "p2"]
 
@@ -183,7 +200,7 @@ def test_read_committed_long_poll_wakes_on_the_marker(broker: InProcessBroker) -
     topic = "txn-poll"
     with broker.connect() as c:
         c.create_topic(topic)
-        assert c.produce(topic, 0, txn_batch(400, 0, ["x"])).error_code == 0
+        broker.append_transactional(topic, txn_batch(400, 0, ["x"]))
         corr = c.send(ApiKey.Fetch, 12, **fetch_request(topic, [(0, 0)], isolation=1, max_wait_ms=20_000))
         time.sleep(0.3)  # the poll is waiting: the LSO is 0
         started = time.monotonic()
