@@ -22,8 +22,11 @@ EXIT_KAFKA_ERROR = 1  # a request was answered with an error code, or no broker 
 EXIT_USAGE = 2  # click's own status for usage errors
 
 EXIT_CODES_HELP = (
-    "\b\nExit status: 0 done; 1 a Kafka error answered a request (its code's name, e.g. "
-    "GROUP_ID_NOT_FOUND, is printed) or no broker answered; 2 usage error."
+    "\b\nExit status:\n"
+    "  0  done\n"
+    "  1  a Kafka error answered a request (its name, e.g. GROUP_ID_NOT_FOUND, is printed),\n"
+    "     or no broker answered\n"
+    "  2  usage error"
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
