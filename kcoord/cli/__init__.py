@@ -1,7 +1,9 @@
 """The ``kcoord`` command: ``serve`` plus inspection commands.
 
-``serve`` takes every :class:`~kcoord.config.BrokerConfig` setting as a flag (Kafka's name with
-dots as dashes), as a ``KCOORD_*`` environment variable, or from ``--config FILE`` (TOML).
+``groups`` and ``topics`` (groups.py, topics.py) are Kafka clients: they speak the Kafka
+protocol to any broker and import nothing of kcoord's broker. ``serve`` takes every
+:class:`~kcoord.config.BrokerConfig` setting as a flag (Kafka's name with dots as dashes), as a
+``KCOORD_*`` environment variable, or from ``--config FILE`` (TOML).
 """
 
 from __future__ import annotations
@@ -116,6 +118,16 @@ def log_dump(path: Path, records: bool) -> None:
     for line in dump_path(path, records_too=records):
         click.echo(line)
 
+
+def _register_clients() -> None:
+    from kcoord.cli.groups import groups
+    from kcoord.cli.topics import topics
+
+    main.add_command(groups)
+    main.add_command(topics)
+
+
+_register_clients()
 
 if __name__ == "__main__":
     main()
