@@ -4,8 +4,10 @@ Behaviour / version notes:
 - generated from the version table: a version is listed exactly when it is dispatched;
 - a request above v4 is answered by the dispatcher with UNSUPPORTED_VERSION in a v0 body;
 - v3+ checks ClientSoftwareName/Version against Kafka's pattern (INVALID_REQUEST otherwise);
-- features are not advertised: no tagged field is emitted, because default-valued tagged fields
-  break older librdkafka (kcat) and kcoord has no feature-gated behaviour to announce.
+- v3+ advertises the features kcoord runs at (KIP-584), as Kafka 4 does in tags 0-2: only
+  transaction.version, finalized at 1 (transactions with KIP-890 part 1, so that clients stay
+  below EndTxn/TxnOffsetCommit v5); no default-valued tag is written (ZkMigrationReady), which
+  older librdkafka (kcat) would not expect.
 """
 
 from __future__ import annotations

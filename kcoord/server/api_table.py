@@ -88,11 +88,31 @@ class ApiTable:
 
     def api_versions(self) -> Any:
         resp = response_class(ApiKey.ApiVersions)
-        return resp(error_code=0, api_keys=self.version_entries(), throttle_time_ms=0)
+        return resp(
+            error_code=0,
+            api_keys=self.version_entries(),
+            throttle_time_ms=0,
+            supported_features=[
+                resp.SupportedFeatureKey(name=name, min_version=0, max_version=level)
+                for name, level in FEATURES
+            ],
+            finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+            finalized_features=[
+                resp.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                for name, level in FEATURES
+            ],
+        )
 
     def version_entries(self) -> list[Any]:
         entry = response_class(ApiKey.ApiVersions).ApiVersion
         return [entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version) for s in self]
+
+
+# The feature levels this broker runs at (KIP-584), which clients read from ApiVersions v3+.
+# transaction.version 1: transactions with KIP-890 part 1's verification, but no epoch bump per
+# transaction (part 2, level 2), so clients keep EndTxn/TxnOffsetCommit below v5.
+FEATURES = (("transaction.version", 1),)
+FINALIZED_FEATURES_EPOCH = 1  # the levels never change on a running broker
 
 
 def build_table() -> ApiTable:

@@ -63,8 +63,10 @@ def test_api_versions_lists_exactly_the_table(version: int) -> None:
     assert len(resp.api_keys) == len(SPECS)
 
 
-def test_api_versions_v3_emits_no_tagged_fields() -> None:
-    """Default-valued tagged fields (features, ZkMigrationReady...) break old librdkafka."""
+def test_api_versions_v3_tags_only_the_features() -> None:
+    """Kafka's tags 0-2 (supported features, finalized epoch, finalized features) and no
+    default-valued one (ZkMigrationReady): old librdkafka (kcat 1.7 on librdkafka 2.0) reads them
+    as Kafka 4 writes them; transaction.version is finalized at 1 (kcoord's transactions)."""
     resp = TABLE.api_versions()
     body = resp.encode(version=3)
     # error_code, compact array of (key, min, max, tagged=0), throttle, tagged fields
@@ -76,7 +78,22 @@ def test_api_versions_v3_emits_no_tagged_fields() -> None:
         assert body[pos + 6] == 0
         pos += 7
     pos += 4
-    assert body[pos:] == b"\x00"
+    count = body[pos]
+    pos += 1
+    tags = []
+    for _ in range(count):
+        tags.append(body[pos])
+        pos += 2 + body[pos + 1]
+    assert tags == [0, 1, 2]
+    assert pos == len(body)
+    decoded = response_class(ApiKey.ApiVersions).decode(body, version=3)
+    assert [(f.name, f.min_version, f.max_version) for f in decoded.supported_features] == [
+        ("transaction.version", 0, 1)
+    ]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in decoded.finalized_features] == [
+        ("transaction.version", 1, 1)
+    ]
+    assert decoded.finalized_features_epoch >= 0
 
 
 def test_unknown_api_key_closes_the_connection() -> None:
