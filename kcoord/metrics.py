@@ -21,6 +21,12 @@ from kcoord.clock import Clock
 SAMPLE_WINDOW_MS = 30_000
 SAMPLES = 2
 
+# group-coordinator-metrics recorded by more than one package (Kafka's GroupCoordinatorMetrics).
+OFFSET_COMMIT = "offset-commit"  # offsets committed (a meter: -rate, -count)
+OFFSET_EXPIRATION = "offset-expiration"  # offsets removed by KIP-211 expiry
+OFFSET_DELETION = "offset-deletion"  # offsets removed by OffsetDelete
+PARTITION_LOAD_TIME = "partition-load-time"  # ms to replay one coordinator partition (-avg, -max)
+
 Tags = tuple[tuple[str, str], ...]
 MetricKey = tuple[str, Tags]
 

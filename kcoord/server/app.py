@@ -20,7 +20,11 @@ from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
-from kcoord.server.coordinators import group_runtime
+from kcoord.server.coordinators import (
+    group_runtime,
+    record_partition_load_times,
+    register_group_coordinator_metrics,
+)
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.share.coordinator import ShareCoordinator
@@ -51,7 +55,9 @@ class Broker:
             self.partitions,
             lambda group_id: self.share.wake(group_id),
             consumer_rebalanced,
+            self.metrics,
         )
+        register_group_coordinator_metrics(self.metrics, self.groups)
         self.groups.on_failure = lambda _exc: self.fatal.set()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
@@ -108,6 +114,7 @@ class Broker:
             self.partitions.add_internal_topic(
                 self.groups.topic, self.groups.logs, {"cleanup.policy": "compact"}
             )
+            record_partition_load_times(self.metrics, self.groups)
             self.share.record_load_times()
             self.producer_ids.open()
         finally:
