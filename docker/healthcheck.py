@@ -1,7 +1,12 @@
-"""Docker HEALTHCHECK for kcoord: healthy when the broker answers ApiVersions without error.
+"""Docker HEALTHCHECK for kcoord.
 
-Standard library only. Address: $KCOORD_HEALTHCHECK_ADDRESS (host:port), default 127.0.0.1:9092.
-Exit 0 healthy, 1 unhealthy (as Docker expects).
+With $KCOORD_HEALTHCHECK_URL (the image sets http://127.0.0.1:9644/health): healthy when the
+broker's /health answers 200, i.e. its logs are replayed and its listeners are up (503 before).
+Without it (a broker run with http.listeners empty): healthy when the broker answers ApiVersions
+without error on $KCOORD_HEALTHCHECK_ADDRESS (host:port), default 127.0.0.1:9092.
+
+Standard library only (urllib: the image has no curl). Exit 0 healthy, 1 unhealthy (as Docker
+expects).
 """
 
 from __future__ import annotations
@@ -10,8 +15,18 @@ import os
 import socket
 import struct
 import sys
+import urllib.error
+import urllib.request
 
 API_VERSIONS = 18
+
+
+def http_health_ok(url: str, timeout: float = 3.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except urllib.error.HTTPError:  # 503 while starting or stopping
+        return False
 
 
 def api_versions_ok(host: str, port: int, timeout: float = 3.0) -> bool:
@@ -39,6 +54,16 @@ def _read(sock: socket.socket, n: int) -> bytes:
 
 
 def main() -> int:
+    url = os.environ.get("KCOORD_HEALTHCHECK_URL")
+    if url:
+        try:
+            ok = http_health_ok(url)
+        except (OSError, ValueError) as e:
+            print(f"unhealthy: {url}: {e}", file=sys.stderr)
+            return 1
+        if not ok:
+            print(f"unhealthy: {url}: not ready", file=sys.stderr)
+        return 0 if ok else 1
     address = os.environ.get("KCOORD_HEALTHCHECK_ADDRESS", "127.0.0.1:9092")
     host, _, port = address.rpartition(":")
     try:

@@ -48,6 +48,13 @@ class BrokerConfig(BaseModel):
     socket_request_max_bytes: int = Field(
         104857600, description="Largest request frame accepted; larger frames close the connection."
     )
+    http_listeners: str = Field(
+        "http://127.0.0.1:9644",
+        description=(
+            "kcoord: comma-separated http://host:port addresses of the operations endpoint (/metrics, "
+            "/health, /api/); empty turns it off."
+        ),
+    )
 
     # --- storage ------------------------------------------------------------------------
     log_dirs: str = Field("./kcoord-data", description="Directory holding every log.")
@@ -200,6 +207,12 @@ class BrokerConfig(BaseModel):
             raise ValueError(f"group.consumer.assignors must name some of {', '.join(known)}")
         return ",".join(names)
 
+    @field_validator("http_listeners")
+    @classmethod
+    def _http_listeners(cls, v: str) -> str:
+        parse_http_listeners(v)
+        return v
+
     @field_validator("node_id")
     @classmethod
     def _non_negative(cls, v: int) -> int:
@@ -231,6 +244,9 @@ class BrokerConfig(BaseModel):
 
     def listener_endpoints(self) -> list[Endpoint]:
         return parse_listeners(self.listeners)
+
+    def http_endpoints(self) -> list[Endpoint]:
+        return parse_http_listeners(self.http_listeners)
 
     def advertised_endpoints(self) -> list[Endpoint]:
         bound = self.listener_endpoints()
@@ -273,6 +289,23 @@ def parse_listeners(spec: str) -> list[Endpoint]:
     names = [e.name for e in endpoints]
     if len(set(names)) != len(names):
         raise ValueError(f"listener names repeat: {spec!r}")
+    return endpoints
+
+
+def parse_http_listeners(spec: str) -> list[Endpoint]:
+    """``http://host:port,...``; nothing (an empty or blank value) for no HTTP endpoint."""
+    endpoints = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        scheme, sep, rest = part.partition("://")
+        if not sep or scheme.lower() != "http":
+            raise ValueError(f"http listener {part!r} is not http://host:port")
+        host, colon, port = rest.rstrip("/").rpartition(":")
+        if not colon or not port.isdigit():
+            raise ValueError(f"http listener {part!r} has no port")
+        endpoints.append(Endpoint("HTTP", host.strip("[]"), int(port)))
     return endpoints
 
 

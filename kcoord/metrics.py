@@ -3,18 +3,29 @@
 Meters keep a cumulative count and a rate per second over Kafka's default sampling (two
 samples of ``metrics.sample.window.ms`` = 30 s); gauges are computed when read. Everything is
 read with :meth:`Metrics.snapshot`, keyed by ``(name, tags)`` as Kafka's MetricName is; an
-exporter only has to walk that snapshot.
+exporter only has to walk that snapshot. All of them are Kafka's ``group-coordinator-metrics``.
+
+Request metrics (Kafka's ``kafka.network:type=RequestMetrics``) are kept apart, in
+:class:`RequestMetrics`: the dispatcher records every request there, so recording is a counter
+increment on an object it looked up once per (API, version), not a dictionary walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kcoord.clock import Clock
 
 SAMPLE_WINDOW_MS = 30_000
 SAMPLES = 2
+
+# group-coordinator-metrics recorded by more than one package (Kafka's GroupCoordinatorMetrics).
+OFFSET_COMMIT = "offset-commit"  # offsets committed (a meter: -rate, -count)
+OFFSET_EXPIRATION = "offset-expiration"  # offsets removed by KIP-211 expiry
+OFFSET_DELETION = "offset-deletion"  # offsets removed by OffsetDelete
+PARTITION_LOAD_TIME = "partition-load-time"  # ms to replay one coordinator partition (-avg, -max)
 
 Tags = tuple[tuple[str, str], ...]
 MetricKey = tuple[str, Tags]
@@ -70,12 +81,19 @@ class Metrics:
         self.meters: dict[MetricKey, Meter] = {}
         self.stats: dict[MetricKey, AvgMax] = {}
         self.gauges: dict[MetricKey, Callable[[], float]] = {}
+        self.requests = RequestMetrics()
 
     def meter(self, name: str, t: Tags) -> Meter:
-        return self.meters.setdefault((name, t), Meter())
+        m = self.meters.get((name, t))  # not setdefault: no Meter built per call on hot paths
+        if m is None:
+            m = self.meters[(name, t)] = Meter()
+        return m
 
     def avg_max(self, name: str, t: Tags) -> AvgMax:
-        return self.stats.setdefault((name, t), AvgMax())
+        s = self.stats.get((name, t))
+        if s is None:
+            s = self.stats[(name, t)] = AvgMax()
+        return s
 
     def gauge(self, name: str, t: Tags, read: Callable[[], float]) -> None:
         self.gauges[(name, t)] = read
@@ -95,3 +113,68 @@ class Metrics:
 
     def value(self, name: str, **kw: str) -> float:
         return self.snapshot()[(name, tags(**kw))]
+
+
+# Upper bounds (ms) of the TotalTimeMs histogram's buckets: sub-millisecond answers from memory up
+# to long polls (Fetch and ShareFetch wait up to their max wait, 500 ms by default, often more).
+REQUEST_TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
+                           5000.0, 10000.0, 30000.0)  # fmt: skip
+
+
+class RequestTime:
+    """TotalTimeMs of one API: from the frame's arrival to its answer being ready, in ms."""
+
+    __slots__ = ("buckets", "count", "sum_ms")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(REQUEST_TIME_BUCKETS_MS) + 1)  # the last one is +Inf
+        self.count = 0
+        self.sum_ms = 0.0
+
+    def record(self, ms: float) -> None:
+        self.buckets[bisect_left(REQUEST_TIME_BUCKETS_MS, ms)] += 1
+        self.count += 1
+        self.sum_ms += ms
+
+
+class RequestCounter:
+    """RequestsPerSec of one API at one version, and ErrorsPerSec by error code."""
+
+    __slots__ = ("count", "errors", "time")
+
+    def __init__(self, time: RequestTime) -> None:
+        self.count = 0
+        self.errors: dict[int, int] = {}  # error code -> answers
+        self.time = time
+
+    def answered(self, error_code: int, ms: float) -> None:
+        errors = self.errors
+        errors[error_code] = errors.get(error_code, 0) + 1
+        self.time.record(ms)
+
+
+class RequestMetrics:
+    """Kafka's RequestMetrics: requests by (request name, version), errors by (request name, error
+    code), total time by request name."""
+
+    def __init__(self) -> None:
+        self.counters: dict[tuple[str, int], RequestCounter] = {}
+        self.times: dict[str, RequestTime] = {}
+
+    def counter(self, request: str, version: int) -> RequestCounter:
+        c = self.counters.get((request, version))
+        if c is None:
+            time = self.times.get(request)
+            if time is None:
+                time = self.times[request] = RequestTime()
+            c = self.counters[(request, version)] = RequestCounter(time)
+        return c
+
+    def errors(self) -> Iterator[tuple[str, int, int]]:
+        """(request name, error code, count), the versions of a request added up."""
+        totals: dict[tuple[str, int], int] = {}
+        for (request, _version), c in self.counters.items():
+            for code, n in c.errors.items():
+                totals[(request, code)] = totals.get((request, code), 0) + n
+        for (request, code), n in sorted(totals.items()):
+            yield request, code, n

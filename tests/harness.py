@@ -74,6 +74,7 @@ class BrokerProcess:
             f"PLAINTEXT://{self.host}:{self.port}",
             "--log-dirs",
             str(self.data_dir),
+            "--http-listeners=",  # many brokers run at once: no HTTP endpoint unless a test asks
             *self.extra_args,
         ]
 

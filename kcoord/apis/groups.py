@@ -40,6 +40,7 @@ from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
 from kcoord.classic.group import ClassicGroup, GroupState
+from kcoord.classic.metrics import COMPLETED_REBALANCE
 from kcoord.classic.store import ClassicGroups
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
@@ -239,8 +240,29 @@ def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:
         {a.member_id: bytes(a.assignment) for a in req.assignments},
     )
     reply, respond = reply_with(_sync_response)
-    services.groups.tell(req.group_id, sync_op(req.group_id, sync, respond))
+    services.groups.tell(
+        req.group_id,
+        counting_completed_rebalance(services, req.group_id, sync_op(req.group_id, sync, respond)),
+    )
     return reply
+
+
+def counting_completed_rebalance(
+    services: Services, gid: str, op: Operation[GroupStore]
+) -> Operation[GroupStore]:
+    """``op``, recording Kafka's group-completed-rebalance when it takes the classic group from
+    CompletingRebalance to Stable (the leader's SyncGroup)."""
+    completed = services.metrics.meter(COMPLETED_REBALANCE, ())
+
+    def counted(store: GroupStore, now: int) -> Outcome:
+        group = store.kind(ClassicGroups).get(gid)
+        completing = group is not None and group.is_in(GroupState.COMPLETING_REBALANCE)
+        out = op(store, now)
+        if completing and group is not None and group.is_in(GroupState.STABLE):
+            completed.record(now)
+        return out
+
+    return counted
 
 
 @dataclass(frozen=True)

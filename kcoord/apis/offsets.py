@@ -43,6 +43,7 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
+from kcoord.metrics import OFFSET_COMMIT, OFFSET_DELETION
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
@@ -130,6 +131,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     retention = req.retention_time_ms if v <= 4 else -1
     reply, respond = reply_with(build)
     gid = req.group_id
+    commits_meter = services.metrics.meter(OFFSET_COMMIT, ())
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
@@ -146,6 +148,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
                 error = offset_rules.validate_commit(group, member_id, instance, generation)
         if not error:
             out.records = commit_records(gid, commits, now, retention)
+            commits_meter.record(now, len(commits))
         out.respond(respond, error)
         return out
 
@@ -511,7 +514,15 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
         out.respond(respond, (0, {(t, p): e for t, errs in per_partition for p, e in errs}))
         return out
 
-    services.groups.tell(gid, op)
+    deletions = services.metrics.meter(OFFSET_DELETION, ())
+
+    def counted(store: GroupStore, now: int) -> Outcome:
+        out = op(store, now)
+        if out.records:  # only offset tombstones: one per offset deleted
+            deletions.record(now, len(out.records))
+        return out
+
+    services.groups.tell(gid, counted)
     return reply
 
 

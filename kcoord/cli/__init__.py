@@ -8,6 +8,7 @@ protocol to any broker and import nothing of kcoord's broker. ``serve`` takes ev
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from pathlib import Path
@@ -95,6 +96,12 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
         if v is not None
         and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     }
+    # Click skips an empty environment variable; for a text setting the empty value means something
+    # (KCOORD_HTTP_LISTENERS= turns the HTTP endpoint off), so it is taken as the empty string.
+    for k in settings:
+        text = _click_type(BrokerConfig.model_fields[k].annotation) is click.STRING
+        if text and k not in overrides and os.environ.get(ENV_PREFIX + k.upper()) == "":
+            overrides[k] = ""
     try:
         file_values = load_toml(config_file) if config_file else {}
         config = build_config(file_values, overrides)

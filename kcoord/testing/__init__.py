@@ -1,0 +1,1 @@
+"""Running kcoord inside other programs' tests: an in-process broker and a pytest plugin."""
