@@ -23,13 +23,12 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
-    resp = services.api_versions()
     if ctx.api_version >= 3 and not (
         _SOFTWARE.match(req.client_software_name or "") and _SOFTWARE.match(req.client_software_version or "")
     ):
-        resp.error_code = ErrorCode.INVALID_REQUEST
-        resp.api_keys = []
-    return resp
+        # Kafka's ApiVersionsRequest.getErrorResponse: the error alone, no versions or features.
+        return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST, None)
+    return services.api_versions()
 
 
 def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
