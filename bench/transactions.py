@@ -800,7 +800,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the mock retains",
     )
     ap.add_argument("--fetch-partitions", type=int, default=8)
-    ap.add_argument("--fetch-passes", type=int, default=5, help="fetch: reads of the whole topic per level")
+    ap.add_argument("--fetch-passes", type=int, default=10, help="fetch: reads of the whole topic per level")
     ap.add_argument("--peers", default=",".join(PEERS), help=f"comma list of {', '.join(PEERS)}")
     ap.add_argument("--kcoord-args", default="", help="extra `kcoord serve` flags (both kcoord peers)")
     ap.add_argument("--out", default="", help="results directory (default /tmp/kcoord-bench/txn-<time>)")
