@@ -47,7 +47,7 @@ from bench import common, durability
 
 WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "share")
 # Only when named in --workloads: not part of the default run.
-OPTIONAL_WORKLOADS = ("consumer-groups",)
+OPTIONAL_WORKLOADS = ("consumer-groups", "transactions")
 REBALANCE_TARGET_MS = 200.0
 RESTART_TARGET_S = 5.0
 
@@ -360,6 +360,63 @@ def consumer_groups_cells(f: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+# --- transactions workload (optional) ------------------------------------------------------------
+def transactions_cells(res: dict[str, Any]) -> list[list[str]]:
+    """bench/transactions.py's rows: kcoord (always) beside Tansu, the mock and kcoord-os in the notes."""
+    by = {(e["row"], e["peer"]): e for e in res["rows"]}
+    rows = []
+    for row in dict.fromkeys(e["row"] for e in res["rows"]):
+        k, t = by.get((row, "kcoord"), {}), by.get((row, "tansu"), {})
+        m, o = by.get((row, "mock"), {}), by.get((row, "kcoord-os"), {})
+        if row == "fetch":
+            kr, ku = k.get("read_committed", {}), k.get("read_uncommitted", {})
+            tu = t.get("read_uncommitted", {})
+            rows.append(
+                [
+                    "txn fetch read_committed (read_uncommitted)",
+                    "MB/s",
+                    f"{fmt(kr.get('mb_per_s'), 1)} ({fmt(ku.get('mb_per_s'), 1)})",
+                    "-",
+                    f"- ({fmt(tu.get('mb_per_s'), 1)})",
+                    "-",
+                    "-",
+                    "-",
+                    f"- ({fmt(t.get('kcoord_over'), 2)})",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    f"(no target) kcoord rc/ru time {fmt(k.get('time_ratio'), 2)}; Tansu and the mock do not "
+                    "isolate (no rc figure)",
+                    "-",
+                ]
+            )
+            continue
+        rows.append(
+            [
+                f"txn {row}",
+                "txn/s (p99: commit)",
+                fmt(k.get("txn_per_s")),
+                fmt(k.get("p99_ms"), 2),
+                fmt(t.get("txn_per_s")),
+                fmt(t.get("p99_ms"), 2),
+                "-",
+                "-",
+                fmt(t.get("kcoord_over"), 2),
+                "-",
+                "-",
+                f"{fmt(k.get('broker_cpu_us_per_txn'))}/txn",
+                fmt(k.get("rss_mb"), 0),
+                "-",
+                f"(no target) mock {fmt(m.get('txn_per_s'))} txn/s, kcoord / mock "
+                f"{fmt(m.get('kcoord_over'), 2)}; kcoord-os {fmt(o.get('txn_per_s'))} txn/s",
+                "-",
+            ]
+        )
+    return rows
+
+
 # --- main ----------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
@@ -534,7 +591,18 @@ def main(argv: list[str] | None = None) -> int:
         cg = consumer_groups.run(cg_args, out, classic=False)
         cg_result = {"figures": consumer_groups.figures(cg["consumer"]), "problems": cg["problems"]}
         common.log(cg["table"])
-    text = report(out, matrix, args.repeats, restart_result, share_result, crashes, cg_result)
+    txn_result = None
+    if "transactions" in args.workloads:
+        from bench import transactions
+
+        txn_args = transactions.parse_args(
+            ["--repeats", str(args.repeats), "--duration", str(args.duration), "--warmup", str(args.warmup)]
+        )
+        txn_args.kcoord_args = args.kcoord_args
+        txn = transactions.run(txn_args, out)
+        txn_result = {"rows": txn["rows"], "problems": txn["problems"], "records": txn["records"]}
+        common.log(txn["table"])
+    text = report(out, matrix, args.repeats, restart_result, share_result, crashes, cg_result, txn_result)
     meta["finished"] = datetime.datetime.now().isoformat()
     meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -570,6 +638,7 @@ def report(
     share: dict[str, Any] | list[str] | None,
     crashes: list[str],
     consumer_groups: dict[str, Any] | None = None,
+    transactions: dict[str, Any] | None = None,
 ) -> str:
     """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
     raw = out / "raw.jsonl"
@@ -583,6 +652,8 @@ def report(
         extra.append(share if isinstance(share, list) else share_cells(share))
     if consumer_groups is not None:
         extra += consumer_groups_cells(consumer_groups["figures"])
+    if transactions is not None:
+        extra += transactions_cells(transactions)
     table = render(rows, extra, repeats)
     if meta:
         table += (
@@ -611,6 +682,13 @@ def report(
                 f"(see {out}/consumer_groups.json)"
             )
         notes += [f"- kcoord log: {line}" for line in consumer_groups["problems"][:20]]
+    if transactions is not None:
+        notes += [
+            f"- transactions {r['row']} {r['peer']} r{r['repeat']}: {r['error']}"
+            for r in transactions["records"]
+            if "error" in r
+        ]
+        notes += [f"- kcoord log: {line}" for line in transactions["problems"][:20]]
     if restart_result and not restart_result.get("all_correct", True):
         notes.append(f"- restart: an OffsetFetch answered a wrong offset: {restart_result['runs']}")
     log_lines = problems_in_logs(out / "logs")
@@ -628,6 +706,7 @@ def report(
                 "restart": restart_result,
                 "share": share,
                 "consumer_groups": consumer_groups,
+                "transactions": transactions,
                 "crashes": crashes,
                 "repeats": repeats,
             },
@@ -650,6 +729,7 @@ def resummarise(out: Path) -> int:
         prev.get("share"),
         prev.get("crashes", []),
         prev.get("consumer_groups"),
+        prev.get("transactions"),
     )
     print(text)
     return 0
