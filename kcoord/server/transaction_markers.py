@@ -20,6 +20,7 @@ from kcoord.clock import Clock
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.store import GroupStore
+from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.runtime.outcome import Outcome, TransactionMarker
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.storage.flush import Flusher
@@ -73,7 +74,19 @@ class TransactionMarkers:
             if part is None:
                 done()
                 continue
-            part.write_txn_marker(job.producer_id, job.producer_epoch, COORDINATOR_EPOCH, job.commit, now)
+            try:
+                part.write_txn_marker(job.producer_id, job.producer_epoch, COORDINATOR_EPOCH, job.commit, now)
+            except KafkaError as e:
+                # The partition knows a newer epoch of this producer (Kafka's marker handler drops
+                # such a marker too): nothing of this transaction is pending there.
+                log.warning(
+                    "transaction marker refused by the partition",
+                    transactional_id=job.transactional_id,
+                    partition=f"{topic}-{index}",
+                    error=ErrorCode(e.code).name,
+                )
+                done()
+                continue
             if self.flusher.waits_for_disk:
                 self.flusher.when_durable(part.log, done)
             else:
