@@ -60,17 +60,20 @@ class PendingTransactions(Generic[K, V]):
 
     Kafka's rule when a transaction commits: each of its offsets replaces the committed one only if
     it was written later in the log (OffsetMetadataManager compares record offsets). Writes are
-    replayed in log order, so the rule is kept without record offsets on committed values: a plain
-    commit of a key drops the pending writes of that key (they are older), and a committing
-    transaction drops the other producers' older pending writes of its keys. ``seq`` orders
-    the pending writes (log offsets at start-up, a counter above them live).
+    replayed in log order, so the rule is kept without record offsets on every committed value:
+    ``seq`` orders the writes (log offsets at start-up, a counter above them live), and for a key
+    with pending writes ``last_write`` keeps the order number of its committed value. A pending
+    write stays pending (OffsetFetch's UNSTABLE_OFFSET_COMMIT) until its producer's marker even
+    when a later commit means it cannot win, as in Kafka; an offset tombstone drops every pending
+    write of its key (Kafka's replay of a tombstone).
     """
 
-    __slots__ = ("by_key", "by_producer")
+    __slots__ = ("by_key", "by_producer", "last_write")
 
     def __init__(self) -> None:
         self.by_producer: dict[int, dict[K, tuple[int, V]]] = {}
         self.by_key: dict[K, set[int]] = {}
+        self.last_write: dict[K, int] = {}  # keys with pending writes: their committed value's seq
 
     def add(self, producer_id: int, key: K, seq: int, value: V) -> None:
         entries = self.by_producer.get(producer_id)
@@ -83,16 +86,20 @@ class PendingTransactions(Generic[K, V]):
         else:
             producers.add(producer_id)
 
-    def supersede(self, key: K) -> None:
-        """A plain commit of ``key``, written after every pending write of it."""
-        for pid in self.by_key.pop(key, ()):
-            self._drop(pid, key)
+    def supersede(self, key: K, seq: int) -> None:
+        """A plain commit of ``key`` at ``seq``, written after every pending write of it: those
+        stay pending but can no longer win."""
+        if key in self.by_key:
+            self.last_write[key] = seq
 
-    def _drop(self, producer_id: int, key: K) -> None:
-        entries = self.by_producer[producer_id]
-        del entries[key]
-        if not entries:
-            del self.by_producer[producer_id]
+    def remove_key(self, key: K) -> None:
+        """An offset tombstone: the key's pending writes go with its committed offset."""
+        for pid in self.by_key.pop(key, ()):
+            entries = self.by_producer[pid]
+            del entries[key]
+            if not entries:
+                del self.by_producer[pid]
+        self.last_write.pop(key, None)
 
     def end(self, producer_id: int, commit: bool) -> list[tuple[K, V]]:
         """The producer's transaction ended: what it commits, in the order it wrote it."""
@@ -103,13 +110,13 @@ class PendingTransactions(Generic[K, V]):
         for key, (seq, value) in entries.items():
             producers = self.by_key[key]
             producers.discard(producer_id)
-            if commit:
+            if commit and seq > self.last_write.get(key, -1):
                 out.append((key, value))
-                for other in [o for o in producers if self.by_producer[o][key][0] < seq]:
-                    producers.discard(other)
-                    self._drop(other, key)
+                if producers:
+                    self.last_write[key] = seq
             if not producers:
                 del self.by_key[key]
+                self.last_write.pop(key, None)
         return out
 
     def snapshot(self) -> dict[int, dict[K, V]]:
@@ -127,8 +134,12 @@ class Offsets:
         return self.committed.get(group_id, _NONE)
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, now: int) -> None:
-        if value is not None and self.pending.by_key:
-            self.pending.supersede(key)
+        if self.pending.by_key:
+            if value is None:
+                self.pending.remove_key(key)
+            else:
+                self.seq += 1
+                self.pending.supersede(key, self.seq)
         self._put(key, value)
 
     def replay_transactional(
@@ -276,9 +287,13 @@ class OffsetsLoader:
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         rest = key[2:]
-        if value is not None and self._pending.by_key:
-            self._pending.supersede(rest)
+        if self._pending.by_key:
+            if value is None:
+                self._pending.remove_key(rest)
+            else:
+                self._pending.supersede(rest, offset)
         self._held[rest] = value
+        self._last = offset
 
     def feed_transactional(
         self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None
@@ -299,10 +314,14 @@ class OffsetsLoader:
             k, v = decode_offset_commit(prefix + rest, value)
             offsets._put(k, v)
         self._held.clear()
+        keys: dict[bytes, OffsetCommitKey] = {}
         for pid, entries in self._pending.by_producer.items():
             for rest, (seq, raw) in entries.items():
                 k, v = decode_offset_commit(prefix + rest, raw)
                 if v is not None:
                     offsets.pending.add(pid, k, seq, v)
+                    keys[rest] = k
+        for rest, seq in self._pending.last_write.items():
+            offsets.pending.last_write[keys[rest]] = seq
         offsets.seq = max(offsets.seq, self._last)
         self._pending = PendingTransactions()

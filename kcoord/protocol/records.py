@@ -321,9 +321,17 @@ def read_marker(batch: bytes, h: BatchHeader) -> tuple[bool, int]:
     raise InvalidBatch("control batch without records")
 
 
-def build_batch_at(entries: Sequence[tuple[int, int, bytes | None, bytes | None]]) -> bytearray:
+def build_batch_at(
+    entries: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+) -> bytearray:
     """An uncompressed v2 batch of (offset, timestamp, key, value) records whose offsets increase
-    but may have gaps (the cleaner's output keeps every record's offset and timestamp)."""
+    but may have gaps (the cleaner's output keeps every record's offset and timestamp, and the
+    producer fields of the batch it came from)."""
     base_offset, base_ts = entries[0][0], min(e[1] for e in entries)
     body = bytearray()
     rec = bytearray()
@@ -351,13 +359,13 @@ def build_batch_at(entries: Sequence[tuple[int, int, bytes | None, bytes | None]
         -1,
         2,
         0,
-        0,
+        attributes,
         entries[-1][0] - base_offset,
         base_ts,
         max(e[1] for e in entries),
-        NO_PRODUCER_ID,
-        -1,
-        NO_SEQUENCE,
+        producer_id,
+        producer_epoch,
+        base_sequence,
         len(entries),
     )
     batch = bytearray(header) + body

@@ -6,6 +6,14 @@ record (anywhere in the log up to the cleaning point) has its key; a surviving t
 value) is dropped once it is older than ``delete.retention.ms`` (Kafka's
 log.cleaner.delete.retention.ms), so that readers replaying the log had time to see it.
 
+Transactions, as Kafka's cleaner keeps them: nothing at or after the first unstable offset (the
+first record of a transaction without its marker yet) is cleaned or counts as a key's latest
+record, since the transaction may still abort and the older record would then be the one that
+counts; records of aborted transactions are dropped and never count as a key's latest; kept
+records keep their batch's producer id, epoch and transactional flag, so a committed
+transaction's records are still read as such; COMMIT/ABORT markers are kept (Kafka removes them
+only once no record of their transaction is left, which keeping them never contradicts).
+
 The heavy part (reading every batch, writing the cleaned segments) runs in a worker thread;
 only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash safety).
 """
@@ -13,6 +21,7 @@ only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +46,34 @@ class CleanStats:
     bytes_out: int = 0
 
 
-def _offset_map(segments: list[Segment], up_to: int) -> dict[bytes, int]:
-    """Latest offset of every key in the given segments, below ``up_to``."""
+def _transactions(segments: list[Segment], up_to: int) -> tuple[set[int], int]:
+    """(base offsets of the batches of aborted transactions, first unstable offset) of the
+    batches below ``up_to`` (``up_to`` when every transaction has its marker)."""
+    ongoing: dict[int, list[int]] = {}  # producer id -> its open transaction's batches
+    aborted: set[int] = set()
+    for seg in segments:
+        if seg.size == 0:
+            continue
+        data = seg.read(0, seg.size)
+        for h in records.iter_headers(data, partial_ok=True):
+            if h.base_offset >= up_to:
+                break
+            if h.is_control:
+                commit, _epoch = records.read_marker(data[h.position : h.position + h.size], h)
+                started = ongoing.pop(h.producer_id, None)
+                if started and not commit:
+                    aborted.update(started)
+            elif h.is_transactional:
+                ongoing.setdefault(h.producer_id, []).append(h.base_offset)
+    first_unstable = min((batches[0] for batches in ongoing.values()), default=up_to)
+    return aborted, first_unstable
+
+
+def _offset_map(
+    segments: list[Segment], up_to: int, aborted: frozenset[int] | set[int] = frozenset()
+) -> dict[bytes, int]:
+    """Latest offset of every key in the given segments, below ``up_to``, leaving out the
+    batches of aborted transactions (their records never replaced anything)."""
     latest: dict[bytes, int] = {}
     for seg in segments:
         if seg.size == 0:
@@ -47,7 +82,7 @@ def _offset_map(segments: list[Segment], up_to: int) -> dict[bytes, int]:
         for h in records.iter_headers(data, partial_ok=True):
             if h.base_offset >= up_to:
                 return latest
-            if h.is_control:
+            if h.is_control or h.base_offset in aborted:
                 continue
             batch = data[h.position : h.position + h.size]
             for offset, _ts, key, _value in records.iter_records(batch, h):
@@ -63,8 +98,11 @@ def write_cleaned(
     now_ms: int,
     delete_retention_ms: int,
     segment_bytes: int,
+    aborted: frozenset[int] | set[int] = frozenset(),
 ) -> tuple[list[Path], CleanStats]:
-    """Rewrite ``dirty`` segments keeping only live records; returns the ``.cleaned`` files."""
+    """Rewrite ``dirty`` segments keeping only live records; returns the ``.cleaned`` files.
+
+    ``aborted``: base offsets of batches of aborted transactions, dropped whole."""
     stats = CleanStats(segments_in=len(dirty))
     outputs: list[Path] = []
     fd = -1
@@ -92,25 +130,43 @@ def write_cleaned(
             data = seg.read(0, seg.size)
             for h in records.iter_headers(data, partial_ok=True):
                 batch = data[h.position : h.position + h.size]
-                kept = []
-                for offset, ts, key, value in records.iter_records(batch, h):
-                    stats.records_in += 1
-                    if key is None or latest.get(key) != offset:
-                        continue
-                    if value is None and now_ms - ts > delete_retention_ms:
-                        continue
-                    kept.append((offset, ts, key, value))
-                if not kept:
+                stats.records_in += h.records_count
+                if h.base_offset in aborted:
                     continue
-                out = records.build_batch_at(kept)
+                if h.is_control:
+                    out = bytearray(batch)  # a transaction marker: kept as it is
+                    first = h.base_offset
+                else:
+                    kept = []
+                    for offset, ts, key, value in records.iter_records(batch, h):
+                        if key is None or latest.get(key) != offset:
+                            continue
+                        if value is None and now_ms - ts > delete_retention_ms:
+                            continue
+                        kept.append((offset, ts, key, value))
+                    if not kept:
+                        continue
+                    first = kept[0][0]
+                    if len(kept) == h.records_count:
+                        out = bytearray(batch)  # nothing to drop: the batch as it was written
+                    else:
+                        out = records.build_batch_at(
+                            kept,
+                            producer_id=h.producer_id,
+                            producer_epoch=h.producer_epoch,
+                            base_sequence=h.base_sequence + (first - h.base_offset)
+                            if h.base_sequence >= 0
+                            else h.base_sequence,
+                            attributes=records.ATTR_TRANSACTIONAL if h.is_transactional else 0,
+                        )
                 if fd < 0 or size + len(out) > segment_bytes:
                     close_output()
                     # The first output keeps the first dirty segment's name (as Kafka's cleaner
                     # does), so the log's offset range does not change.
-                    open_output(dirty[0].base_offset if not outputs else kept[0][0])
+                    open_output(dirty[0].base_offset if not outputs else first)
                 os.write(fd, out)
                 size += len(out)
-                stats.records_out += len(kept)
+                stats.records_out += records.read_header(out).records_count
                 stats.bytes_out += len(out)
         if not outputs:
             # Everything was dropped: an empty segment still marks where the log starts.
@@ -122,7 +178,8 @@ def write_cleaned(
 
 
 async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats | None:
-    """Compact every non-active segment of ``log_``; None if there was nothing to clean."""
+    """Compact every non-active segment of ``log_`` (up to the first unstable offset); None if
+    there was nothing to clean."""
     dirty = list(log_.segments[:-1])  # consecutive, from the first segment to the active one
     if not any(s.size for s in dirty):
         return None
@@ -131,8 +188,17 @@ async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats 
     loop = asyncio.get_running_loop()
     for seg in segments:
         seg.pin()  # the worker thread reads them; their files must stay open meanwhile
+    outputs: list[Path] = []
     try:
-        latest = await loop.run_in_executor(None, _offset_map, segments, up_to)
+        aborted, first_unstable = await loop.run_in_executor(None, _transactions, segments, up_to)
+        # Kafka's firstUncleanableOffset: only whole segments below the first unstable offset.
+        up_to = first_unstable
+        cleanable = [s for s, after in itertools.pairwise(segments) if after.base_offset <= up_to]
+        if cleanable != dirty:
+            dirty = cleanable
+            if not any(s.size for s in dirty):
+                return None
+        latest = await loop.run_in_executor(None, _offset_map, segments, up_to, aborted)
         outputs, stats = await loop.run_in_executor(
             None,
             write_cleaned,
@@ -142,6 +208,7 @@ async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats 
             now_ms,
             delete_retention_ms,
             log_.config.segment_bytes,
+            aborted,
         )
     finally:
         for seg in segments:

@@ -40,6 +40,7 @@ from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 from kcoord.transaction.metadata import (
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     TopicPartition,
     TransactionMetadata,
     TransactionState,
@@ -101,6 +102,8 @@ class TransactionStore:
         old = self.transactions.get(tid)
         if old is not None:
             meta.last_producer_epoch = old.last_producer_epoch
+            if meta.previous_producer_id == NO_PRODUCER_ID:  # not in the record (value v0)
+                meta.previous_producer_id = old.previous_producer_id
         self.transactions[tid] = meta
 
     def replay_transactional(
@@ -147,13 +150,18 @@ class TransactionStore:
     def _write(out: Outcome, meta: TransactionMetadata) -> None:
         out.records.append((TransactionLogKey(meta.transactional_id), meta.to_value()))
 
-    def _set_last_epoch(self, tid: str, last_epoch: int) -> Callable[[Any, int], Outcome]:
-        # The last epoch lives in memory only (Kafka does not persist it): set it on the metadata
-        # the record made, once replay has made it.
+    def _set_last_epoch(
+        self, tid: str, last_epoch: int, previous_producer_id: int | None = None
+    ) -> Callable[[Any, int], Outcome]:
+        # The last epoch and the previous producer id live in memory only (Kafka does not persist
+        # them at transaction.version 1): set them on the metadata the record made, once replay
+        # has made it, so that the record the live state went through is the one a reload reads.
         def step(_store: Any, _now: int) -> Outcome:
             meta = self.transactions.get(tid)
             if meta is not None:
                 meta.last_producer_epoch = last_epoch
+                if previous_producer_id is not None:
+                    meta.previous_producer_id = previous_producer_id
             return Outcome()
 
         return step
@@ -198,10 +206,11 @@ class TransactionStore:
         new.start_timestamp = -1
         new.last_update_timestamp = now
         new.state = S.EMPTY
+        previous: int | None = None
         if is_epoch_exhausted(meta.producer_epoch) and (
             expected is None or expected[1] == meta.producer_epoch
         ):
-            new.previous_producer_id = meta.producer_id
+            previous = meta.producer_id
             new.producer_id = self._next_producer_id()
             new.producer_epoch = 0
             last_epoch = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
@@ -218,7 +227,7 @@ class TransactionStore:
             out.respond(respond, ProducerIdAndEpoch(-1, -1, ErrorCode.PRODUCER_FENCED))
             return out
         self._write(out, new)
-        out.and_then(self._set_last_epoch(tid, last_epoch))
+        out.and_then(self._set_last_epoch(tid, last_epoch, previous))
         out.respond(respond, ProducerIdAndEpoch(new.producer_id, new.producer_epoch))
         return out
 

@@ -9,9 +9,10 @@ The states and their ids (TransactionStatus in ``__transaction_state``) are Kafk
     Empty / CompleteCommit / CompleteAbort -> Dead 6 (transactional.id.expiration.ms: tombstone)
     Ongoing -> PrepareEpochFence 7: never written; Kafka's pending state while it fences
 
-Everything here but ``last_producer_epoch`` is rebuilt from the records: Kafka does not persist
-the last epoch either (it is -1 after a reload), so a retried InitProducerId that spans a restart
-is fenced, as in Kafka.
+Everything here but ``last_producer_epoch`` and ``previous_producer_id`` is rebuilt from the
+records: Kafka does not persist them either at transaction.version 1 (the last epoch is -1 after a
+reload; the previous producer id is a tagged field of value v1, which Kafka writes only under
+transaction.version 2), so a retried InitProducerId that spans a restart is fenced, as in Kafka.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class TransactionMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_timestamp: int = -1
     last_update_timestamp: int = -1
-    previous_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID  # in memory only unless a v1 record carries it
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # in memory only, as in Kafka
 
@@ -103,8 +104,8 @@ class TransactionMetadata:
             transaction_partitions=parts,
             transaction_last_update_timestamp_ms=self.last_update_timestamp,
             transaction_start_timestamp_ms=self.start_timestamp,
-            previous_producer_id=self.previous_producer_id,
-            next_producer_id=self.next_producer_id,
+            # Value v0 (what kcoord writes) has no previous/next producer id: the value the live
+            # replay gets is the one a reload decodes, so they stay out here too.
         )
 
     @classmethod
@@ -123,7 +124,8 @@ class TransactionMetadata:
         )
 
     def snapshot(self) -> tuple[object, ...]:
-        """What the records say (everything but the in-memory last epoch), for replay tests."""
+        """What the records say (everything but the in-memory last epoch and previous producer
+        id), for replay tests."""
         return (
             self.producer_id,
             self.producer_epoch,
@@ -132,6 +134,5 @@ class TransactionMetadata:
             frozenset(self.partitions),
             self.start_timestamp,
             self.last_update_timestamp,
-            self.previous_producer_id,
             self.next_producer_id,
         )

@@ -143,3 +143,61 @@ def test_cleaner_waits_for_enough_dirty_data(tmp_path: Path) -> None:
     lg.roll()
     assert asyncio.run(cleaner.clean_if_needed(lg)) is not None
     assert asyncio.run(cleaner.clean_if_needed(lg)) is None  # all clean now
+
+
+# --- transactions (Kafka's cleaner: LogCleaner.cleanSegments with its transaction metadata) --------
+def put_txn(lg: Log, pid: int, entries: list[tuple[bytes, bytes | None]], ts: int) -> None:
+    data = records.build_batch(
+        entries, ts, producer_id=pid, producer_epoch=0, attributes=records.ATTR_TRANSACTIONAL
+    )
+    lg.append(data, [records.read_header(data)], ts)
+
+
+def put_marker(lg: Log, pid: int, commit: bool, ts: int) -> None:
+    data = records.build_marker_batch(pid, 0, commit, 0, ts)
+    lg.append(data, [records.read_header(data)], ts)
+
+
+def batches_of(lg: Log) -> list[tuple[int, int, bool, bool, list[tuple[int, bytes | None, bytes | None]]]]:
+    """(producer id, base offset, transactional, control, records) of every batch."""
+    return [
+        (
+            h.producer_id,
+            h.base_offset,
+            h.is_transactional,
+            h.is_control,
+            [(o, k, v) for o, _t, k, v in records.iter_records(data, h)],
+        )
+        for h, data in lg.batches()
+    ]
+
+
+def test_clean_keeps_transactions_apart(tmp_path: Path) -> None:
+    """An aborted transaction's records are dropped and never replace an older record; a
+    committed one's keep their producer and transactional flag; markers stay; nothing from the
+    first unstable offset on is cleaned, so a transaction that may still abort keeps what it
+    would replace."""
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p", segment_bytes=150)
+    put(lg, [(b"a", b"plain-a"), (b"b", b"plain-b"), (b"c", b"plain-c")], now)  # 0-2
+    put_txn(lg, 7, [(b"a", b"aborted-a"), (b"x", b"aborted-x")], now)  # 3-4
+    put_marker(lg, 7, False, now)  # 5
+    put_txn(lg, 8, [(b"b", b"committed-b"), (b"y", b"committed-y")], now)  # 6-7
+    put_marker(lg, 8, True, now)  # 8
+    put(lg, [(b"y", b"plain-y")], now)  # 9: replaces the committed y
+    put_txn(lg, 9, [(b"c", b"open-c")], now)  # 10: no marker yet
+    put(lg, [(b"c", b"plain-c2"), (b"a", b"plain-a2")], now)  # 11-12
+    lg.roll()
+    assert len(lg.segments) > 4
+    asyncio.run(clean(lg, now, DAY))
+    after = batches_of(lg)
+    kept = {o: (k, v) for *_, rows in after for o, k, v in rows}
+    assert kept[0] == (b"a", b"plain-a")  # the aborted a at 3 replaced nothing
+    assert 1 not in kept  # b: the committed transaction's b replaced it
+    assert 3 not in kept and 4 not in kept  # the aborted transaction is gone
+    assert 5 in kept and 8 in kept  # both markers stay
+    assert kept[6] == (b"b", b"committed-b") and 7 not in kept
+    (txn_batch,) = [b for b in after if b[1] == 6]
+    assert txn_batch[0] == 8 and txn_batch[2] and not txn_batch[3]
+    # From the open transaction at 10 on nothing is cleaned, nor replaced by what follows it.
+    assert kept[2] == (b"c", b"plain-c") and kept[10] == (b"c", b"open-c") and 11 in kept and 12 in kept
