@@ -91,16 +91,18 @@ def fetch_groups(
     version: int = 8,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = True,
 ) -> dict[str, tuple[int, dict[tuple[str, int], int]]]:
     """OffsetFetch v8+ with topics = null: (group error, every committed offset) of each group.
-    ``member_id`` and ``member_epoch`` (v9+, KIP-848) are sent for every group."""
+    ``member_id`` and ``member_epoch`` (v9+, KIP-848) are sent for every group; with
+    ``require_stable`` an offset a transaction has pending reads -1 (UNSTABLE_OFFSET_COMMIT)."""
     resp = c.request(
         ApiKey.OffsetFetch,
         version,
         groups=[
             FGroup(group_id=g, member_id=member_id, member_epoch=member_epoch, topics=None) for g in groups
         ],
-        require_stable=True,
+        require_stable=require_stable,
     )
     return {
         g.group_id: (
@@ -111,10 +113,12 @@ def fetch_groups(
     }
 
 
-def fetch_all(c: Conn, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+def fetch_all(
+    c: Conn, groups: list[str], require_stable: bool = True
+) -> dict[str, dict[tuple[str, int], int]]:
     """OffsetFetch v8, topics = null: every committed offset of each group; asserts no error."""
     out = {}
-    for g, (error, offsets) in fetch_groups(c, groups).items():
+    for g, (error, offsets) in fetch_groups(c, groups, require_stable=require_stable).items():
         assert error == 0, (g, error)
         out[g] = offsets
     return out

@@ -99,7 +99,10 @@ class TxnOffsets(RuleBasedStateMachine):
         return self.next_offset
 
     # --- rules -------------------------------------------------------------------------------------
-    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=2, unique_by=lambda k: k[2]), g=st.sampled_from(GROUPS))
+    @rule(
+        keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=2, unique_by=lambda k: k[2]),
+        g=st.sampled_from(GROUPS),
+    )
     def plain_commit(self, keys: list[Key], g: str) -> None:
         keys = [(g, t, p) for _, t, p in keys]
         values = [self.value() for _ in keys]

@@ -48,6 +48,7 @@ class TxnHarness:
         self.flusher = Flusher("os")
         self.registry = RecordRegistry([TRANSACTION_RECORDS])
         self.jobs: list[MarkerJob] = []  # handed to the marker writer, not completed yet
+        self.parked = False  # whether the last request waited for its transaction to complete
         self._last_producer_id = first_producer_id - 1
         log = Log.open(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1), self.flusher)
         self.shard: CoordinatorShard[TransactionStore] = CoordinatorShard(
@@ -80,9 +81,19 @@ class TxnHarness:
             responder(value)
         return out
 
-    def ask(self, call: Callable[[TransactionStore, Callable[[Any], None], int], Outcome]) -> Any:
+    def ask(self, tid: str, call: Callable[[TransactionStore, Callable[[Any], None], int], Outcome]) -> Any:
+        """Run a request's operation and return its answer. A request that arrives while its
+        id's markers are being written waits for the completion (``parked`` is then set): the
+        marker writer completes the id's jobs, as it would, until the answer comes."""
         answers: list[Any] = []
+        self.parked = False
         self.run_op(lambda store, now: call(store, answers.append, now))
+        while not answers:
+            jobs = [j for j in self.jobs if j.transactional_id == tid]
+            assert jobs, "a request waits, but no markers of its transaction are being written"
+            self.parked = True
+            self.jobs.remove(jobs[0])
+            self.complete(jobs[0])
         assert len(answers) == 1, answers
         return answers[0]
 
@@ -91,19 +102,19 @@ class TxnHarness:
         self, tid: str, timeout_ms: int = 60_000, expected: tuple[int, int] | None = None
     ) -> ProducerIdAndEpoch:
         result: ProducerIdAndEpoch = self.ask(
-            lambda s, respond, now: s.init_producer_id(tid, timeout_ms, expected, respond, now)
+            tid, lambda s, respond, now: s.init_producer_id(tid, timeout_ms, expected, respond, now)
         )
         return result
 
     def add(self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition]) -> int:
         error: int = self.ask(
-            lambda s, respond, now: s.add_partitions(tid, pid, epoch, partitions, respond, now)
+            tid, lambda s, respond, now: s.add_partitions(tid, pid, epoch, partitions, respond, now)
         )
         return error
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool) -> int:
         error: int = self.ask(
-            lambda s, respond, now: s.end_transaction(tid, pid, epoch, commit, respond, now)
+            tid, lambda s, respond, now: s.end_transaction(tid, pid, epoch, commit, respond, now)
         )
         return error
 
