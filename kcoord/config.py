@@ -105,6 +105,12 @@ class BrokerConfig(BaseModel):
     )
     offsets_retention_minutes: int = Field(10080, description="KIP-211 offset retention.")
     offsets_retention_check_interval_ms: int = Field(600000, description="How often offsets expire.")
+    offsets_history_retention_ms: int = Field(
+        604800000,
+        ge=0,
+        description="Keep superseded offset commits this long when compacting __consumer_offsets "
+        "(offset history, rewind to a time); 0 keeps only the latest, as Kafka.",
+    )
     offset_metadata_max_bytes: int = Field(4096, description="Largest committed metadata string.")
     group_min_session_timeout_ms: int = Field(6000, description="Smallest session timeout accepted.")
     group_max_session_timeout_ms: int = Field(1800000, description="Largest session timeout accepted.")

@@ -119,11 +119,24 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--records/--no-records", default=False, help="Also decode every record.")
 def log_dump(path: Path, records: bool) -> None:
-    """Print the record batches of a segment file or partition directory."""
-    from kcoord.storage.dump import dump_path
+    """Print the record batches of a segment file or partition directory (with a progress bar
+    on a terminal; none when piped)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    for line in dump_path(path, records_too=records):
-        click.echo(line)
+    from kcoord.storage.dump import dump_path, segment_files
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        for line in dump_path(path, records_too=records):
+            click.echo(line)
+        return
+    total = sum(f.stat().st_size for f in segment_files(path))
+    columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("log-dump", total=total)
+        for line in dump_path(path, records_too=records, progress=lambda n: bar.advance(task, n)):
+            console.print(line, markup=False, soft_wrap=True)
 
 
 def _register_clients() -> None:

@@ -3,10 +3,11 @@ for scripts, Kafka errors as their code's name and a sentence, and the exit stat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -66,6 +67,15 @@ class Output:
     def note(self, text: str) -> None:
         """Information beside the results (stderr, so that JSON on stdout stays parseable)."""
         self.stderr.print(text, markup=False)
+
+    @contextlib.contextmanager
+    def waiting(self, text: str) -> Iterator[None]:
+        """A spinner on stderr while the broker works, on a terminal only (never when piped)."""
+        if not self.stderr.is_terminal:
+            yield
+            return
+        with self.stderr.status(text):
+            yield
 
     def emit_json(self, doc: Any) -> None:
         click.echo(json.dumps(doc, indent=2, sort_keys=False))

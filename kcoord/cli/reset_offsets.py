@@ -84,6 +84,20 @@ def parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+def parse_instant(text: str, option: str) -> int:
+    """Epoch milliseconds, or a date and time as ``parse_datetime`` takes it (--since,
+    --to-commit-at)."""
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    try:
+        return parse_datetime(text)
+    except PlanError:
+        raise PlanError(
+            f"invalid {option} {text!r}: expected epoch milliseconds or YYYY-MM-DDTHH:mm:SS.sss "
+            "(local time unless a zone such as Z is given)"
+        ) from None
+
+
 # java.time.Duration.parse's format: PnDTnHnMn.nS, each part optional, signs allowed.
 _DURATION = re.compile(
     r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",

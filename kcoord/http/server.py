@@ -8,6 +8,8 @@ framework. Handlers read state as request handlers do, between operations on the
   accept connections, 503 ``{"status": "starting"}`` (or ``"stopping"``) otherwise;
 - ``/metrics``: Prometheus text (see :mod:`kcoord.http.prometheus`);
 - ``/api/groups``, ``/api/groups/<id>``, ``/api/topics``: JSON (see :mod:`kcoord.http.views`);
+- ``/api/groups/<id>/history``, ``/offsets-at``, ``POST .../reset-offsets``: offset history
+  (see :mod:`kcoord.http.history`);
 - anything else: 404; a method other than GET or HEAD: 405.
 """
 
@@ -25,7 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from kcoord.apis.services import Services
 from kcoord.config import Endpoint
-from kcoord.http import prometheus, views
+from kcoord.http import history, prometheus, views
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +49,14 @@ class OpsHttp:
         self.registry = prometheus.registry(services)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        parts = request.raw_path.partition("?")[0].rstrip("/").split("/")
+        if len(parts) == 5 and parts[1:3] == ["api", "groups"]:  # /api/groups/<group>/<action>
+            body = await request.read() if request.method == "POST" else b""
+            answer = await history.handle(
+                self.services, request.method, unquote(parts[3]), parts[4], request.query, body
+            )
+            if answer is not None:
+                return _json(answer[1], answer[0])
         if request.method not in ("GET", "HEAD"):
             return _json({"error": "method not allowed"}, 405)
         path = request.path.rstrip("/") or "/"

@@ -21,7 +21,7 @@ from kcoord.consumer.records import CONSUMER_RECORDS
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.migration import MigrationPolicy
-from kcoord.groups.records import GROUP_RECORDS, OffsetCommitKey
+from kcoord.groups.records import GROUP_RECORDS, OFFSET_COMMIT_TYPES, OffsetCommitKey
 from kcoord.groups.store import GroupStore, offset_expiration
 from kcoord.groups.topics import TopicsView
 from kcoord.metrics import (
@@ -38,7 +38,7 @@ from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.config import share_partition_config
 from kcoord.share.records import SHARE_RECORDS
 from kcoord.share.store import ShareGroups
-from kcoord.storage.cleaner import LogCleaner
+from kcoord.storage.cleaner import HistoryRetention, LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import LogConfig
 from kcoord.transaction import TRANSACTION_STATE_TOPIC
@@ -126,6 +126,7 @@ def group_runtime(
             config.log_cleaner_delete_retention_ms,
             config.log_cleaner_backoff_ms,
             config.log_cleaner_min_cleanable_ratio,
+            offset_history(config),
         ),
     )
     expiration = offset_expiration(config.offsets_retention_minutes * 60_000)
@@ -133,6 +134,14 @@ def group_runtime(
         expiration = _counting_expired_offsets(expiration, metrics.meter(OFFSET_EXPIRATION, ()))
     runtime.every("kcoord-offsets-expiration", config.offsets_retention_check_interval_ms, expiration)
     return runtime
+
+
+def offset_history(config: BrokerConfig) -> HistoryRetention | None:
+    """Superseded offset commits the cleaner keeps (offsets.history.retention.ms, 0: none)."""
+    if config.offsets_history_retention_ms <= 0:
+        return None
+    prefixes = tuple(t.to_bytes(2, "big") for t in OFFSET_COMMIT_TYPES)
+    return HistoryRetention(prefixes, config.offsets_history_retention_ms)
 
 
 def transaction_runtime(

@@ -14,6 +14,14 @@ records keep their batch's producer id, epoch and transactional flag, so a commi
 transaction's records are still read as such; COMMIT/ABORT markers are kept (Kafka removes them
 only once no record of their transaction is left, which keeping them never contradicts).
 
+History retention (``HistoryRetention``, offsets.history.retention.ms for the offset commits of
+``__consumer_offsets``): a superseded record whose key has one of the given record types is kept
+while it is younger than the retention, so that the log keeps what a key was before. Replay is
+unchanged by it, since a later record of the key always follows; except where the key's latest
+record is a tombstone this cleaning drops: its history goes with it, else replay would bring the
+deleted key back. Records of transactional batches are not kept as history: the rewritten batch
+is no longer transactional and its markers are gone, so an aborted write would read as a commit.
+
 The heavy part (reading every batch, writing the cleaned segments) runs in a worker thread;
 only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash safety).
 """
@@ -34,6 +42,15 @@ from kcoord.storage.log import Log
 from kcoord.storage.segment import Segment, segment_name
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class HistoryRetention:
+    key_prefixes: tuple[bytes, ...]  # the record types (a key's first two bytes) kept as history
+    retention_ms: int
+
+    def keeps(self, key: bytes, ts: int, now_ms: int) -> bool:
+        return now_ms - ts < self.retention_ms and key.startswith(self.key_prefixes)
 
 
 @dataclass
@@ -70,10 +87,14 @@ def _transactions(segments: list[Segment], up_to: int) -> tuple[set[int], int]:
 
 
 def _offset_map(
-    segments: list[Segment], up_to: int, aborted: frozenset[int] | set[int] = frozenset()
+    segments: list[Segment],
+    up_to: int,
+    aborted: frozenset[int] | set[int] = frozenset(),
+    tombstones: dict[bytes, int] | None = None,
 ) -> dict[bytes, int]:
     """Latest offset of every key in the given segments, below ``up_to``, leaving out the
-    batches of aborted transactions (their records never replaced anything)."""
+    batches of aborted transactions (their records never replaced anything); ``tombstones``
+    gets the timestamp of each key whose latest record is a tombstone."""
     latest: dict[bytes, int] = {}
     for seg in segments:
         if seg.size == 0:
@@ -85,9 +106,14 @@ def _offset_map(
             if h.is_control or h.base_offset in aborted:
                 continue
             batch = data[h.position : h.position + h.size]
-            for offset, _ts, key, _value in records.iter_records(batch, h):
+            for offset, ts, key, value in records.iter_records(batch, h):
                 if key is not None and offset < up_to:
                     latest[key] = offset
+                    if tombstones is not None:
+                        if value is None:
+                            tombstones[key] = ts
+                        else:
+                            tombstones.pop(key, None)
     return latest
 
 
@@ -99,11 +125,23 @@ def write_cleaned(
     delete_retention_ms: int,
     segment_bytes: int,
     aborted: frozenset[int] | set[int] = frozenset(),
+    history: HistoryRetention | None = None,
+    tombstones: dict[bytes, int] | None = None,
 ) -> tuple[list[Path], CleanStats]:
-    """Rewrite ``dirty`` segments keeping only live records; returns the ``.cleaned`` files.
+    """Rewrite ``dirty`` segments keeping only live records (and the history ``history`` keeps;
+    ``tombstones`` as ``_offset_map`` fills it); returns the ``.cleaned`` files.
 
     ``aborted``: base offsets of batches of aborted transactions, dropped whole."""
     stats = CleanStats(segments_in=len(dirty))
+    dirty_end = dirty[-1].next_offset
+    dead = tombstones or {}
+
+    def history_kept(key: bytes, ts: int) -> bool:
+        if history is None or not history.keeps(key, ts, now_ms):
+            return False
+        tomb_ts = dead.get(key)  # the key's latest record is a tombstone: dropped this time?
+        return tomb_ts is None or latest[key] >= dirty_end or now_ms - tomb_ts <= delete_retention_ms
+
     outputs: list[Path] = []
     fd = -1
     size = 0
@@ -139,9 +177,12 @@ def write_cleaned(
                 else:
                     kept = []
                     for offset, ts, key, value in records.iter_records(batch, h):
-                        if key is None or latest.get(key) != offset:
+                        if key is None:
                             continue
-                        if value is None and now_ms - ts > delete_retention_ms:
+                        if latest.get(key) != offset:
+                            if h.is_transactional or not history_kept(key, ts):
+                                continue
+                        elif value is None and now_ms - ts > delete_retention_ms:
                             continue
                         kept.append((offset, ts, key, value))
                     if not kept:
@@ -177,7 +218,9 @@ def write_cleaned(
     return outputs, stats
 
 
-async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats | None:
+async def clean(
+    log_: Log, now_ms: int, delete_retention_ms: int, history: HistoryRetention | None = None
+) -> CleanStats | None:
     """Compact every non-active segment of ``log_`` (up to the first unstable offset); None if
     there was nothing to clean."""
     dirty = list(log_.segments[:-1])  # consecutive, from the first segment to the active one
@@ -198,7 +241,8 @@ async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats 
             dirty = cleanable
             if not any(s.size for s in dirty):
                 return None
-        latest = await loop.run_in_executor(None, _offset_map, segments, up_to, aborted)
+        tombstones: dict[bytes, int] | None = {} if history is not None else None
+        latest = await loop.run_in_executor(None, _offset_map, segments, up_to, aborted, tombstones)
         outputs, stats = await loop.run_in_executor(
             None,
             write_cleaned,
@@ -209,6 +253,8 @@ async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats 
             delete_retention_ms,
             log_.config.segment_bytes,
             aborted,
+            history,
+            tombstones,
         )
     finally:
         for seg in segments:
@@ -227,16 +273,23 @@ class LogCleaner:
 
     A log is cleaned when the bytes written since its last cleaning make up at least
     ``min_cleanable_ratio`` (Kafka's log.cleaner.min.cleanable.ratio) of its non-active
-    segments; it is checked every ``backoff_ms`` (log.cleaner.backoff.ms).
+    segments; it is checked every ``backoff_ms`` (log.cleaner.backoff.ms). ``history``: the
+    superseded records it keeps for a while (offsets.history.retention.ms), None for none.
     """
 
     def __init__(
-        self, clock: Any, delete_retention_ms: int, backoff_ms: int, min_cleanable_ratio: float
+        self,
+        clock: Any,
+        delete_retention_ms: int,
+        backoff_ms: int,
+        min_cleanable_ratio: float,
+        history: HistoryRetention | None = None,
     ) -> None:
         self.clock = clock
         self.delete_retention_ms = delete_retention_ms
         self.backoff_ms = backoff_ms
         self.min_cleanable_ratio = min_cleanable_ratio
+        self.history = history
         self.logs: dict[Log, int] = {}  # log -> first offset not cleaned yet
         self.runs = 0
 
@@ -255,7 +308,7 @@ class LogCleaner:
         if log_.closed or self.dirty_ratio(log_) < self.min_cleanable_ratio:
             return None
         end = log_.segments[-1].base_offset
-        stats = await clean(log_, self.clock.now_ms(), self.delete_retention_ms)
+        stats = await clean(log_, self.clock.now_ms(), self.delete_retention_ms, self.history)
         if stats is not None:
             self.logs[log_] = end
             self.runs += 1

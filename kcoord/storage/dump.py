@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
@@ -10,9 +10,15 @@ from kafka.record.default_records import DefaultRecordBatch
 from kcoord.protocol import records
 
 
-def dump_path(path: Path, records_too: bool = False) -> Iterator[str]:
-    files = sorted(path.glob("*.log")) if path.is_dir() else [path]
-    for f in files:
+def segment_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*.log")) if path.is_dir() else [path]
+
+
+def dump_path(
+    path: Path, records_too: bool = False, progress: Callable[[int], None] | None = None
+) -> Iterator[str]:
+    """The dump's lines; ``progress`` is told how many more bytes of the files were read."""
+    for f in segment_files(path):
         yield f"segment {f}"
         data = f.read_bytes()
         end = 0
@@ -29,5 +35,9 @@ def dump_path(path: Path, records_too: bool = False) -> Iterator[str]:
                 for r in DefaultRecordBatch(bytes(data[h.position : h.position + h.size])):
                     yield f"    offset: {r.offset} timestamp: {r.timestamp} key: {r.key!r} value: {r.value!r}"
             end = h.position + h.size
+            if progress is not None:
+                progress(h.size)
+        if progress is not None:
+            progress(len(data) - end)
         if end < len(data):
             yield f"  {len(data) - end} trailing bytes after the last complete batch"

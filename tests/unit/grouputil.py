@@ -354,9 +354,13 @@ class Harness:
                 out.append((offset, *self.registry.decode(key, value)))
         return out
 
-    def compact(self, delete_retention_ms: int = 86_400_000) -> None:
-        """Roll and run the real cleaner over every closed segment."""
+    def compact(self, delete_retention_ms: int = 86_400_000, history_ms: int = 0) -> None:
+        """Roll and run the real cleaner over every closed segment, keeping superseded offset
+        commits for ``history_ms`` (offsets.history.retention.ms) as the broker's cleaner does."""
+        from kcoord.config import BrokerConfig
+        from kcoord.server.coordinators import offset_history
         from kcoord.storage.cleaner import clean
 
+        history = offset_history(BrokerConfig(offsets_history_retention_ms=history_ms))
         self.log.roll()
-        asyncio.run(clean(self.log, self.clock.now_ms(), delete_retention_ms))
+        asyncio.run(clean(self.log, self.clock.now_ms(), delete_retention_ms, history))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kcoord.protocol import records
-from kcoord.storage.cleaner import LogCleaner, clean, write_cleaned
+from kcoord.storage.cleaner import HistoryRetention, LogCleaner, clean, write_cleaned
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import CLEANING_FILE, Log, LogConfig
 
@@ -201,3 +201,70 @@ def test_clean_keeps_transactions_apart(tmp_path: Path) -> None:
     assert txn_batch[0] == 8 and txn_batch[2] and not txn_batch[3]
     # From the open transaction at 10 on nothing is cleaned, nor replaced by what follows it.
     assert kept[2] == (b"c", b"plain-c") and kept[10] == (b"c", b"open-c") and 11 in kept and 12 in kept
+
+
+# --- history retention (offsets.history.retention.ms) --------------------------------------------
+HISTORY = HistoryRetention((b"h",), 3 * DAY)  # keys starting with b"h" are "offset commits" here
+
+
+def test_history_keeps_superseded_records_of_its_types_within_retention(tmp_path: Path) -> None:
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p")
+    put(lg, [(b"h1", b"old")], now - 5 * DAY)  # older than the history retention
+    put(lg, [(b"h1", b"recent")], now - DAY)
+    put(lg, [(b"k1", b"other type")], now - DAY)
+    put(lg, [(b"h1", b"latest"), (b"k1", b"latest")], now)
+    before = contents(lg)
+    lg.roll()
+    asyncio.run(clean(lg, now, DAY, HISTORY))
+    after = contents(lg)
+    assert [(k, v) for _o, k, v in after] == [(b"h1", b"recent"), (b"h1", b"latest"), (b"k1", b"latest")]
+    assert latest_view(after) == latest_view(before)  # replay takes the same last record per key
+    # Later, the kept history ages past its retention and goes at the next cleaning.
+    put(lg, [(b"k2", b"x")], now)
+    lg.roll()
+    asyncio.run(clean(lg, now + 3 * DAY, DAY, HISTORY))
+    assert [(k, v) for _o, k, v in contents(lg)] == [(b"h1", b"latest"), (b"k1", b"latest"), (b"k2", b"x")]
+
+
+def test_history_goes_with_a_dropped_tombstone_so_replay_never_resurrects_a_deleted_key(
+    tmp_path: Path,
+) -> None:
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p")
+    put(lg, [(b"h1", b"v1"), (b"h2", b"v1")], now - 2 * DAY)
+    put(lg, [(b"h1", None)], now - 2 * DAY)  # older than delete.retention.ms: dropped
+    put(lg, [(b"h2", None)], now)  # recent: kept, and h2's history with it
+    lg.roll()
+    asyncio.run(clean(lg, now, DAY, HISTORY))
+    after = contents(lg)
+    assert [(k, v) for _o, k, v in after] == [(b"h2", b"v1"), (b"h2", None)]
+    assert latest_view(after) == {b"h2": None}
+
+
+def test_history_leaves_transactional_batches_to_compaction(tmp_path: Path) -> None:
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p")
+    data = records.build_batch(
+        [(b"h1", b"in a transaction")], now, producer_id=7, producer_epoch=0,
+        attributes=records.ATTR_TRANSACTIONAL,
+    )  # fmt: skip
+    lg.append(data, [records.read_header(data)], now)
+    marker = records.build_marker_batch(7, 0, True, 0, now)  # committed: below the first unstable offset
+    lg.append(marker, [records.read_header(marker)], now)
+    put(lg, [(b"h1", b"plain")], now)
+    put(lg, [(b"h1", b"latest")], now)
+    lg.roll()
+    asyncio.run(clean(lg, now, DAY, HISTORY))
+    assert [v for _o, k, v in contents(lg) if k == b"h1"] == [b"plain", b"latest"]
+
+
+def test_no_history_is_todays_compaction(tmp_path: Path) -> None:
+    now = 10 * DAY
+    a, b = open_log(tmp_path / "a"), open_log(tmp_path / "b")
+    for lg in (a, b):
+        fill(lg, now)
+        lg.roll()
+    asyncio.run(clean(a, now, DAY))
+    asyncio.run(clean(b, now, DAY, HistoryRetention((b"k",), 0)))  # fill writes k keys
+    assert contents(a) == contents(b)

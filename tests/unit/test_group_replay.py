@@ -1,7 +1,8 @@
 """Property: replaying a coordinator log rebuilds exactly the state that was live.
 
 Random sequences of joins, syncs, heartbeats, leaves, commits, clock advances, KIP-211
-cleanups, group and offset deletions and log compactions run against the real state machine
+cleanups, group and offset deletions and log compactions (with and without offset history
+retention, which must not change what replay yields) run against the real state machine
 and a real log; then a store replayed from the log must equal the live one (offsets and
 persisted group metadata of every group), and every group at rest (Empty or Stable) must be
 exactly what its last record says.
@@ -155,9 +156,13 @@ class GroupLog(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.h.records_written > 0)
-    @rule(delete_retention=st.sampled_from([0, 10_000, 86_400_000]))
-    def compact(self, delete_retention: int) -> None:
-        self.h.compact(delete_retention)
+    @rule(
+        delete_retention=st.sampled_from([0, 10_000, 86_400_000]),
+        # offsets.history.retention.ms: none, shorter and longer than delete.retention.ms
+        history=st.sampled_from([0, 5_000, 604_800_000]),
+    )
+    def compact(self, delete_retention: int, history: int) -> None:
+        self.h.compact(delete_retention, history)
 
     @rule()
     def restart(self) -> None:
