@@ -128,7 +128,7 @@ def test_consume_transform_produce_killed(
         *(["session.timeout.ms=6000", "heartbeat.interval.ms=500"] if protocol == "classic" else []),
     ]
     first = txn_probe("ctp", tbroker.bootstrap, src, dst, group, txid, "openMs=300", *consumer_configs)
-    # Killed inside the fourth transaction: its records are written, its offsets not yet sent.
+    # Killed inside the fourth transaction: its records are in the log, its offsets pending.
     first.wait_line("OPEN 4", timeout=90)
     first.proc.kill()
     first.proc.wait()

@@ -22,9 +22,9 @@
 // ctp: consume-transform-produce (exactly-once): a read_committed consumer in group GROUP
 // (classic by default; group.protocol=consumer among the k=v consumer configs) subscribes to IN;
 // per poll with records: beginTransaction, send "out-<value>" (key: the input value) to OUT for
-// every record, flush, print "@@ OPEN <n>" and sleep openMs=N (so a test can kill -9 the JVM inside an
-// open transaction), sendOffsetsToTransaction(positions, consumer.groupMetadata()),
-// commitTransaction, print "@@ COMMITTED <n> <records>". Exits with "@@ CAUGHTUP <total>" once
+// every record, flush, sendOffsetsToTransaction(positions, consumer.groupMetadata()), print
+// "@@ OPEN <n>" and sleep openMs=N (so a test can kill -9 the JVM inside an open transaction
+// holding both records and offsets), commitTransaction, print "@@ COMMITTED <n> <records>". Exits with "@@ CAUGHTUP <total>" once
 // the consumer's positions reach the read_committed end of IN on every assigned partition and
 // no record came for idleMs=N (default 3000). Arguments without a dot are probe options.
 
@@ -366,9 +366,9 @@ public class TxnProbe {
                 }
                 n++;
                 p.flush();  // the records are in the log before the test may kill the JVM
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());  // and the offsets pending
                 say("OPEN " + n);
                 if (openMs > 0) Thread.sleep(openMs);
-                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
                 p.commitTransaction();
                 total += recs.count();
                 say("COMMITTED " + n + " " + recs.count());
