@@ -11,7 +11,8 @@ as Kafka answers it (kafka-python's protocol classes, a broker in this process's
   metadata refresh);
 - TxnOffsetCommit of a group whose ``__consumer_offsets`` partition is not in the transaction:
   INVALID_TXN_STATE up to v3, TRANSACTION_ABORTABLE at v4 (CoordinatorPartitionWriter and
-  GroupCoordinator: ``apiVersion >= 4`` is genericError).
+  GroupCoordinator: ``apiVersion >= 4`` is genericError);
+- EndTxn retries and KIP-360 InitProducerId with the producer id and epoch (their retries too).
 """
 
 from __future__ import annotations
@@ -185,3 +186,56 @@ def test_txn_offset_commit_without_add_offsets(broker: InProcessBroker, version:
         )
         assert r.error_code == 0
         assert commit(c, pid, epoch) == 0
+
+
+def test_end_txn_retries_and_kip360_init_producer_id(broker: InProcessBroker) -> None:
+    """EndTxn retried after it completed is answered as it was, the other outcome is
+    INVALID_TXN_STATE (Kafka's endTransaction, TV1); InitProducerId v3+ naming the producer id and
+    epoch (KIP-360, what clients send to bump the epoch after an abortable error) bumps it, a
+    retry of it gets the same epoch again (lastProducerEpoch), another epoch or producer id is
+    PRODUCER_FENCED (prepareIncrementProducerEpoch, isValidProducerId)."""
+    tid = "kip360"
+
+    def end(c: Conn, pid: int, epoch: int, commit: bool) -> int:
+        r = c.request(
+            ApiKey.EndTxn, 3, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
+        )
+        return int(r.error_code)
+
+    def init_with(c: Conn, pid: int, epoch: int) -> Any:
+        deadline = time.monotonic() + 10
+        while True:
+            r = c.request(
+                ApiKey.InitProducerId,
+                4,
+                transactional_id=tid,
+                transaction_timeout_ms=60_000,
+                producer_id=pid,
+                producer_epoch=epoch,
+            )
+            # CONCURRENT_TRANSACTIONS while the last transaction's markers are written: retry.
+            if r.error_code != ErrorCode.CONCURRENT_TRANSACTIONS or time.monotonic() > deadline:
+                return r
+            time.sleep(0.02)
+
+    with broker.connect() as c:
+        pid, epoch = init(c, tid)
+        add_partition(c, tid, pid, epoch, 0)
+        assert end(c, pid, epoch, commit=True) == 0
+        deadline = time.monotonic() + 10
+        while (error := end(c, pid, epoch, commit=True)) == ErrorCode.CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert error == 0, "a retried commit of a completed commit succeeds"
+        assert end(c, pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
+        assert end(c, pid, epoch + 1, commit=True) == ErrorCode.PRODUCER_FENCED
+        assert end(c, pid + 1000, epoch, commit=True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+        r = init_with(c, pid, epoch)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+        r = init_with(c, pid, epoch)  # the same request again: its answer was lost
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+        assert init_with(c, pid, epoch + 5).error_code == ErrorCode.PRODUCER_FENCED
+        assert init_with(c, pid + 1000, epoch + 1).error_code == ErrorCode.PRODUCER_FENCED
+        r = init_with(c, pid, epoch + 1)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 2)
