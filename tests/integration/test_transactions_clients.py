@@ -241,7 +241,17 @@ def test_confluent_transaction_timed_out(xbroker: BrokerProcess, topics: tuple[s
     producer.init_transactions(30)
     producer.begin_transaction()
     ck_produce(producer, dst, [(0, "timed-out")])
-    time.sleep(2.5)  # the timeout and a few cleanup intervals
+    # Until the broker has aborted it (a fixed sleep would race with a loaded machine).
+    deadline = time.monotonic() + 20
+    with xbroker.connect() as c:
+        while True:
+            r = c.request(ApiKey.DescribeTransactions, 0, transactional_ids=[f"{dst}-timeout"])
+            state = r.transaction_states[0]
+            if state.transaction_state == "CompleteAbort":
+                assert state.producer_epoch == 1, "the broker's abort fences the producer (epoch 0)"
+                break
+            assert time.monotonic() < deadline, state
+            time.sleep(0.1)
     with pytest.raises(KafkaException) as failed:
         producer.commit_transaction(30)
     error: KafkaError = failed.value.args[0]
