@@ -222,6 +222,12 @@ def test_read_committed_rows_only(spark: Any, broker: BrokerProcess, unique_topi
         assert max(o for o, _ in got) < offsets["o"][0]
         assert [v for _, v in read("read_uncommitted")] == every
         txn.commit_transaction()
+        # The markers follow EndTxn's answer; read_committed sees the rest once they are written.
+        deadline = time.monotonic() + 10
+        with broker.connect() as c:
+            while c.list_offsets(unique_topic, 0, -1, isolation=1).offset < offsets["q"][-1] + 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
         assert [v for _, v in read("read_committed")] == [*committed, "o0", "o1", "q0", "q1"]
     finally:
         txn.close()

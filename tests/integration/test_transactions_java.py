@@ -16,6 +16,7 @@ through tests/java/TxnProbe.java:
 from __future__ import annotations
 
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -101,10 +102,17 @@ def read_values(bootstrap: str, topic: str, isolation: str) -> list[str]:
 
 
 def committed(c: Conn, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's offsets; RequireStable: UNSTABLE_OFFSET_COMMIT until the last transaction's
+    markers are written (they follow EndTxn's answer)."""
     req = OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(partitions)))
-    resp = c.request(ApiKey.OffsetFetch, 7, group_id=group, topics=[req], require_stable=True)
-    assert resp.error_code == 0, resp
-    return {p.partition_index: p.committed_offset for p in resp.topics[0].partitions}
+    deadline = time.monotonic() + 10
+    while True:
+        resp = c.request(ApiKey.OffsetFetch, 7, group_id=group, topics=[req], require_stable=True)
+        errors = {resp.error_code} | {p.error_code for p in resp.topics[0].partitions}
+        if errors == {0} or time.monotonic() > deadline:
+            assert errors == {0}, resp
+            return {p.partition_index: p.committed_offset for p in resp.topics[0].partitions}
+        time.sleep(0.1)
 
 
 @pytest.mark.timeout(300)

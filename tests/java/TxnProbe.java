@@ -284,6 +284,8 @@ public class TxnProbe {
                     p2.beginTransaction();
                     committed.addAll(sendAll(p2, topic, "g", 2));
                     p2.commitTransaction();
+                    // Its markers follow EndTxn's answer: read once they are written.
+                    awaitState(admin, ftxid, TransactionState.COMPLETE_COMMIT);
                 }
             } catch (Exception e) {
                 // close() of a fenced producer may throw again; nothing more to check then.
