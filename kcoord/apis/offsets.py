@@ -190,7 +190,8 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     """TxnOffsetCommit (28, v0-v4): offsets committed in a transaction, pending until its marker.
 
     The group's ``__consumer_offsets`` partition must be in the transaction (AddOffsetsToTxn;
-    KIP-890 verification: INVALID_TXN_STATE, a stale producer INVALID_PRODUCER_EPOCH); v3+ names
+    KIP-890 verification: INVALID_TXN_STATE up to v3, TRANSACTION_ABORTABLE at v4, a stale
+    producer INVALID_PRODUCER_EPOCH); v3+ names
     the member (KIP-447), checked as an OffsetCommit's but without the rebalance check, and a
     consumer-group member's stale epoch is ILLEGAL_GENERATION, as Kafka answers transactional
     commits; a group that does not exist is created when the commit names no generation.
@@ -244,6 +245,8 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     offsets_partition = (OFFSETS_TOPIC, services.groups.partition_for(gid))
     verified = services.transactions.state_for(tid).verify_partitions(tid, pid, epoch, [offsets_partition])
     error = verified[offsets_partition]
+    if error == ErrorCode.TRANSACTION_ABORTABLE and v >= 4:
+        return build(error)  # v4 clients know it (Kafka's CoordinatorPartitionWriter: genericError)
     if error:
         return build(_VERIFY_ERRORS.get(error, error))
     generation = req.generation_id if v >= 3 else -1
@@ -280,7 +283,7 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 # What the transaction coordinator's verification answers, as a transactional write's client
-# expects it (Kafka's AddPartitionsToTxnManager, for versions before transaction.version 2).
+# expects it (Kafka's AddPartitionsToTxnManager for TxnOffsetCommit before v4, its defaultError).
 _VERIFY_ERRORS = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,

@@ -18,7 +18,8 @@ Behaviour / version notes:
   transaction (AddPartitionsToTxn), checked with the transaction coordinator before the append:
   otherwise INVALID_TXN_STATE (v3-v10) or TRANSACTION_ABORTABLE (v11+), a fenced epoch
   INVALID_PRODUCER_EPOCH, an unknown producer INVALID_PRODUCER_ID_MAPPING, a transaction whose
-  markers are being written CONCURRENT_TRANSACTIONS; transactional batches without a
+  markers are being written NOT_ENOUGH_REPLICAS (Kafka's retriable stand-in for
+  CONCURRENT_TRANSACTIONS on Produce); transactional batches without a
   transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka answers it for the whole
   request, kcoord for the partitions that hold them); transactional batches start or continue the producer's
   transaction in the partition, a non-transactional batch of a producer in a transaction is
@@ -173,6 +174,10 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
         for tp, error in store.verify_partitions(tid, pid, epoch, partitions).items():
             if error == ErrorCode.PRODUCER_FENCED:
                 error = ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here (Kafka)
+            elif error == ErrorCode.CONCURRENT_TRANSACTIONS:
+                # Kafka's ReplicaManager: older clients do not retry CONCURRENT_TRANSACTIONS on
+                # Produce; NOT_ENOUGH_REPLICAS is retried by all, without a metadata refresh.
+                error = ErrorCode.NOT_ENOUGH_REPLICAS
             elif error == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
                 error = ErrorCode.INVALID_TXN_STATE  # clients before Produce v11 do not know it
             errors[tp] = error

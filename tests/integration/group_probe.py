@@ -48,13 +48,14 @@ def build_probe(out_dir: Path) -> str:
 
 
 class JavaProbe:
-    """One GroupProbe JVM; its "@@ " lines are collected as they arrive."""
+    """One probe JVM (GroupProbe unless ``main`` names another compiled probe class); its "@@ "
+    lines are collected as they arrive."""
 
-    def __init__(self, classpath: str, args: list[str], log_path: Path) -> None:
+    def __init__(self, classpath: str, args: list[str], log_path: Path, main: str = "GroupProbe") -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, "GroupProbe", *args],
+            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, main, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

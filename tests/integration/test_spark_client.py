@@ -8,9 +8,11 @@ round-trip through JSON, readers pickled to a fresh process before ``read()``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 import time
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer
@@ -234,3 +236,83 @@ def test_batch_reader_partitions_and_pickling(source, broker: BrokerProcess, uni
     assert sum(1 for p in parts for _ in worker.read(pickle.loads(pickle.dumps(p)))) == 8
     with pytest.raises(OptionError, match="fixed schema"):
         source.KcoordBatchReader(options, source.kafka_schema(include_headers=True))
+
+
+def write_transactions(
+    broker: BrokerProcess, topic: str
+) -> tuple[Any, dict[str, list[int]], list[str], list[str]]:
+    """On partition 0: a committed transaction, plain rows, an aborted transaction, another
+    committed one ending the stable part with an aborted transaction, then one left open and plain
+    rows after it. Returns the producer (its transaction still open), the open transaction's first
+    offset under "open", the values read_committed sees below it, and every value."""
+    txn = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{topic}-txn")
+    plain = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    committed: list[str] = []
+    every: list[str] = []
+    offsets: dict[str, list[int]] = {}
+
+    def send(p: Any, prefix: str, n: int, visible: bool) -> None:
+        for i in range(n):
+            v = f"{prefix}{i}"
+            offsets.setdefault(prefix, []).append(p.send(topic, value=v.encode(), partition=0).get(10).offset)
+            every.append(v)
+            if visible:
+                committed.append(v)
+
+    txn.init_transactions()
+    for prefix, n, commit in (
+        ("c", 3, True),
+        (None, 2, True),
+        ("a", 3, False),
+        ("d", 2, True),
+        ("b", 2, False),
+    ):
+        if prefix is None:
+            send(plain, "p", n, True)
+            continue
+        txn.begin_transaction()
+        send(txn, prefix, n, commit)
+        txn.commit_transaction() if commit else txn.abort_transaction()
+    txn.begin_transaction()
+    send(txn, "o", 2, False)
+    send(plain, "q", 2, False)
+    plain.close()
+    return txn, offsets, committed, every
+
+
+def test_read_committed_over_transactions(broker: BrokerProcess, unique_topic: str) -> None:
+    """kafka.isolation.level=read_committed: latest is the last stable offset (the open
+    transaction's first offset), read_range skips markers and aborted rows (offset gaps) and ends
+    there without waiting; read_uncommitted reads every row; once the transaction commits, the
+    next range holds it and the rows after it."""
+    broker.create_topic(unique_topic, partitions=1)
+    txn, offsets, committed, every = write_transactions(broker, unique_topic)
+    try:
+        rc = opts(broker, subscribe=unique_topic, **{"kafka.isolation.level": "read_committed"})
+        ru = opts(broker, subscribe=unique_topic)
+        tp = (unique_topic, 0)
+        lso = client.OffsetReader(rc).latest([tp])[tp]
+        hw = client.OffsetReader(ru).latest([tp])[tp]
+        assert lso == offsets["o"][0] < hw
+        rows = list(client.read_range(rc, unique_topic, 0, 0, lso))
+        assert [r[1].decode() for r in rows] == committed
+        assert all(a[4] < b[4] for a, b in itertools.pairwise(rows))
+        assert [r[1].decode() for r in client.read_range(ru, unique_topic, 0, 0, hw)] == every
+        # A range that ends on the aborted transaction's marker: nothing to read, no stall.
+        after_d = offsets["d"][-1] + 1
+        assert [r[1].decode() for r in client.read_range(rc, unique_topic, 0, after_d, lso)] == []
+        txn.commit_transaction()
+        # The markers follow EndTxn's answer: the next triggers see latest move to the end.
+        deadline = time.monotonic() + 10
+        while (end := client.OffsetReader(rc).latest([tp])[tp]) != client.OffsetReader(ru).latest([tp])[tp]:
+            assert time.monotonic() < deadline, (end, hw)
+            time.sleep(0.05)
+        assert end > hw
+        assert [r[1].decode() for r in client.read_range(rc, unique_topic, 0, lso, end)] == [
+            "o0",
+            "o1",
+            "q0",
+            "q1",
+        ]
+    finally:
+        txn.close()

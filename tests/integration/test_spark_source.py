@@ -6,7 +6,8 @@ Java is missing.
 
 - batch: df.write.format("kcoord") then spark.read.format("kcoord") gives back every row (key,
   value, headers, partition), one input partition per Kafka partition; given offsets and
-  read_committed;
+  read_committed; read_committed over transactions (committed, aborted, open) reads only the
+  committed rows, read_uncommitted every row;
 - streaming: a query started on an empty topic sees rows produced after it started, trigger
   after trigger (also with maxOffsetsPerTrigger), and its progress is committed as consumer group
   offsets, visible through OffsetFetch (and so to lag tools): zero lag once caught up, lag again
@@ -191,6 +192,45 @@ def test_batch_write_then_read_back_every_row(spark: Any, broker: BrokerProcess,
     assert sorted((r.partition, r.offset) for r in sub) == (
         [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)] + [(2, o) for o in range(990, 1000)]
     )
+
+
+def test_read_committed_rows_only(spark: Any, broker: BrokerProcess, unique_topic: str) -> None:
+    """kafka.isolation.level=read_committed over committed, aborted and open transactions among
+    plain rows: the batch read ends at the last stable offset and holds exactly the committed and
+    plain rows below it (markers and aborted rows leave offset gaps); read_uncommitted holds every
+    row; once the open transaction commits, read_committed holds it and the rows after it too."""
+    from tests.integration.test_spark_client import write_transactions
+
+    broker.create_topic(unique_topic, partitions=1)
+    txn, offsets, committed, every = write_transactions(broker, unique_topic)
+
+    def read(isolation: str) -> list[tuple[int, str]]:
+        rows = (
+            spark.read.format("kcoord")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", unique_topic)
+            .option("kafka.isolation.level", isolation)
+            .load()
+            .select("offset", "value")
+            .collect()
+        )
+        return sorted((r.offset, bytes(r.value).decode()) for r in rows)
+
+    try:
+        got = read("read_committed")
+        assert [v for _, v in got] == committed
+        assert max(o for o, _ in got) < offsets["o"][0]
+        assert [v for _, v in read("read_uncommitted")] == every
+        txn.commit_transaction()
+        # The markers follow EndTxn's answer; read_committed sees the rest once they are written.
+        deadline = time.monotonic() + 10
+        with broker.connect() as c:
+            while c.list_offsets(unique_topic, 0, -1, isolation=1).offset < offsets["q"][-1] + 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert [v for _, v in read("read_committed")] == [*committed, "o0", "o1", "q0", "q1"]
+    finally:
+        txn.close()
 
 
 # --- streaming -----------------------------------------------------------------------------------

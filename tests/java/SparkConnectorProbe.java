@@ -24,6 +24,11 @@
 //    the group (LeaveGroup). With a broker whose offsets.retention.check.interval.ms is short, the
 //    probe then waits until the Empty group without offsets is gone from listConsumerGroups
 //    (KIP-211: the next cleanup removes it).
+// 6. kafka.isolation.level=read_committed over transactions: a transactional writer commits,
+//    aborts and leaves one transaction open among plain rows; latest at read_committed is the
+//    last stable offset, the executors' reads at read_committed skip markers and aborted rows
+//    (offset gaps, as KafkaDataConsumer.fetchRecord) and end at it; once committed, the next
+//    [previous latest, latest) range holds the transaction and the rows after it.
 
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
@@ -137,6 +142,9 @@ public class SparkConnectorProbe {
 
             streaming(admin, streamTopic);
             log("streaming done (" + (System.currentTimeMillis() - start) + " ms)");
+
+            transactions(admin, prefix + "-txn");
+            log("read_committed over transactions done (" + (System.currentTimeMillis() - start) + " ms)");
 
             String group = deprecatedOffsetFetching(admin, batchTopic, written);
             log("throwaway group " + group + " left (" + (System.currentTimeMillis() - start) + " ms)");
@@ -273,6 +281,13 @@ public class SparkConnectorProbe {
     // --- 3. executors --------------------------------------------------------------------------------------
     // KafkaDataConsumer.get for [from, until): seek, poll, position after poll, one record at a time.
     static List<Row> readRange(KafkaConsumer<byte[], byte[]> c, TopicPartition tp, long from, long until) {
+        return readRange(c, tp, from, until, false);
+    }
+
+    // gaps: offsets without a visible record are skipped, as KafkaDataConsumer.fetchRecord does
+    // ("Skip missing records", a warning): control batches and aborted transactions at
+    // read_committed. Without gaps every offset of the range must hold the next record.
+    static List<Row> readRange(KafkaConsumer<byte[], byte[]> c, TopicPartition tp, long from, long until, boolean gaps) {
         List<Row> out = new ArrayList<>();
         long offset = from;
         long deadline = System.currentTimeMillis() + 30_000;
@@ -285,11 +300,14 @@ public class SparkConnectorProbe {
             for (ConsumerRecord<byte[], byte[]> r : recs) {
                 if (r.offset() < offset) continue;
                 if (r.offset() >= until) break;
-                eq(offset, r.offset(), "next offset in " + tp + " (no gaps without transactions or compaction)");
+                if (!gaps) eq(offset, r.offset(), "next offset in " + tp + " (no gaps without transactions or compaction)");
                 out.add(new Row(r.topic(), r.partition(), r.offset(), r.timestamp(), s(r.key()), s(r.value()),
                         r.headers().toArray()));
                 offset = r.offset() + 1;
             }
+            // Nothing visible in [offset, offsetAfterPoll): go on from there (fetchRecord's
+            // "invisible" offsets); a poll that neither returns records nor moves the position
+            // is Spark's TimeoutException, hence the deadline above.
             if (recs.isEmpty() && offsetAfterPoll > offset) offset = Math.min(offsetAfterPoll, until);
         }
         return out;
@@ -302,10 +320,15 @@ public class SparkConnectorProbe {
     }
 
     static List<Row> executorRead(Map<TopicPartition, Long> from, Map<TopicPartition, Long> until, IsolationLevel iso) {
+        return executorRead(from, until, iso, false);
+    }
+
+    static List<Row> executorRead(Map<TopicPartition, Long> from, Map<TopicPartition, Long> until, IsolationLevel iso,
+            boolean gaps) {
         List<Row> rows = new ArrayList<>();
         for (TopicPartition tp : until.keySet()) {
             try (KafkaConsumer<byte[], byte[]> c = executorConsumer(tp, iso)) {
-                rows.addAll(readRange(c, tp, from.get(tp), until.get(tp)));
+                rows.addAll(readRange(c, tp, from.get(tp), until.get(tp), gaps));
             }
         }
         return rows;
@@ -564,6 +587,103 @@ public class SparkConnectorProbe {
             check(listed.contains(group), group + " listed while active");
         } // close(): LeaveGroup
         return group;
+    }
+
+    // --- 6. kafka.isolation.level=read_committed over transactions -----------------------------------
+    // A transactional writer (commit, abort, a transaction left open) and a plain one interleave;
+    // the driver's latest at read_committed is the last stable offset, and the executors read
+    // [earliest, latest) skipping the offsets of markers and aborted records.
+    static void transactions(Admin admin, String topic) throws Exception {
+        admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();
+        Set<TopicPartition> tps = Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
+        Map<Integer, List<String>> committed = perPartition();
+        Map<Integer, List<String>> all = perPartition();
+        Properties tp = sinkParams();
+        tp.put("transactional.id", topic + "-writer");
+        try (KafkaProducer<byte[], byte[]> txn = new KafkaProducer<>(tp);
+             KafkaProducer<byte[], byte[]> plain = new KafkaProducer<>(sinkParams())) {
+            txn.initTransactions();
+            txn.beginTransaction();
+            write(txn, topic, "c", 6, all, committed);
+            txn.commitTransaction();
+            write(plain, topic, "p", 4, all, committed);
+            txn.beginTransaction();
+            write(txn, topic, "a", 6, all, null);
+            txn.abortTransaction();
+            txn.beginTransaction();
+            write(txn, topic, "d", 4, all, committed);
+            txn.commitTransaction();
+            // The stable part ends with an aborted transaction and its marker.
+            txn.beginTransaction();
+            write(txn, topic, "b", 4, all, null);
+            txn.abortTransaction();
+            // An open transaction, then plain rows after it: beyond the last stable offset. (Its
+            // first offsets are where it starts: the abort's markers, written after EndTxn is
+            // answered, may come before.)
+            Map<Integer, List<String>> later = perPartition();
+            txn.beginTransaction();
+            Map<Integer, Long> openStart = write(txn, topic, "o", 4, all, later);
+            write(plain, topic, "q", 2, all, later);
+
+            Map<TopicPartition, Long> from = fetchOffsets(admin, tps, OffsetSpec.earliest(), IsolationLevel.READ_COMMITTED);
+            Map<TopicPartition, Long> lso = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED);
+            Map<TopicPartition, Long> hw = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+            for (TopicPartition p : tps) {
+                eq(openStart.get(p.partition()), lso.get(p), "latest at read_committed: the open transaction's first offset " + p);
+                check(hw.get(p) > lso.get(p), "latest at read_uncommitted is beyond it " + p);
+            }
+            eq(committed, values(executorRead(from, lso, IsolationLevel.READ_COMMITTED, true)),
+                    "read_committed [earliest, latest)");
+            // Markers are skipped at read_uncommitted too.
+            eq(all, values(executorRead(from, hw, IsolationLevel.READ_UNCOMMITTED, true)),
+                    "read_uncommitted [earliest, latest)");
+
+            txn.commitTransaction();
+            // The next micro-batches ask for latest until the markers (written after EndTxn is
+            // answered) move it to the end; then [previous latest, latest) holds the rest.
+            Map<TopicPartition, Long> end = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+            Map<TopicPartition, Long> next = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED);
+            long deadline = System.currentTimeMillis() + 10_000;
+            while (!next.equals(end)) {
+                check(System.currentTimeMillis() < deadline, "latest at read_committed reaches " + end + ": " + next);
+                Thread.sleep(100);
+                end = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+                next = fetchOffsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED);
+            }
+            for (TopicPartition p : tps) check(next.get(p) > hw.get(p), "the commit markers are in " + p);
+            eq(later, values(executorRead(lso, next, IsolationLevel.READ_COMMITTED, true)),
+                    "read_committed [previous latest, latest)");
+        }
+    }
+
+    static Map<Integer, List<String>> perPartition() {
+        return new TreeMap<>(Map.of(0, new ArrayList<>(), 1, new ArrayList<>()));
+    }
+
+    // n rows "<prefix><i>" over partitions 0 and 1, each acknowledged before the next; returns
+    // the offset of the first row in each partition.
+    static Map<Integer, Long> write(KafkaProducer<byte[], byte[]> producer, String topic, String prefix, int n,
+            Map<Integer, List<String>> all, Map<Integer, List<String>> visible) throws Exception {
+        Map<Integer, Long> first = new HashMap<>();
+        for (int i = 0; i < n; i++) {
+            String v = prefix + i;
+            long offset = producer.send(new ProducerRecord<>(topic, i % 2, null, b(v))).get().offset();
+            first.putIfAbsent(i % 2, offset);
+            all.get(i % 2).add(v);
+            if (visible != null) visible.get(i % 2).add(v);
+        }
+        return first;
+    }
+
+    static Map<Integer, List<String>> values(List<Row> rows) {
+        Map<Integer, List<String>> out = perPartition();
+        long[] last = {-1, -1};
+        for (Row r : rows) {
+            check(r.offset() > last[r.partition()], "offsets increase in " + r.partition());
+            last[r.partition()] = r.offset();
+            out.get(r.partition()).add(r.value());
+        }
+        return out;
     }
 
     static long waitUntilGroupGone(Admin admin, String group) throws Exception {
