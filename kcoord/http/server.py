@@ -4,6 +4,8 @@ aiohttp's low-level server (``aiohttp.web.Server``) is an asyncio protocol facto
 broker's own event loop (uvloop) beside the Kafka listeners, with no thread and no application
 framework. Handlers read state as request handlers do, between operations on the same loop.
 
+- ``/``, ``/groups/<id>``, ``/topics/<name>``, ``/static/``: the web console's HTML pages (see
+  :mod:`kcoord.http.console`), answered before the routes below;
 - ``/health``: 200 ``{"status": "ready"}`` once the logs are replayed and the Kafka listeners
   accept connections, 503 ``{"status": "starting"}`` (or ``"stopping"``) otherwise;
 - ``/metrics``: Prometheus text (see :mod:`kcoord.http.prometheus`);
@@ -28,6 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from kcoord.apis.services import Services
 from kcoord.config import Endpoint
 from kcoord.http import history, prometheus, views
+from kcoord.http.console import Console
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +50,7 @@ class OpsHttp:
         self.services = services
         self.status = status
         self.registry = prometheus.registry(services)
+        self.console = Console(services, status)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = request.raw_path.partition("?")[0].rstrip("/").split("/")
@@ -77,6 +81,11 @@ class OpsHttp:
             {"error": "not found", "paths": ["/health", "/metrics", "/api/groups", "/api/topics"]}, 404
         )
 
+    async def serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The console's pages, else the JSON API, /health and /metrics (:meth:`handle`)."""
+        page = await self.console.handle(request)
+        return page if page is not None else await self.handle(request)
+
     def health(self) -> web.Response:
         status = self.status()
         return _json({"status": status}, 200 if status == "ready" else 503)
@@ -101,7 +110,7 @@ class OpsServer:
         if not self.endpoints:
             return
         loop = asyncio.get_running_loop()
-        self._server = web.Server(self.app.handle)
+        self._server = web.Server(self.app.serve)
         for ep in self.endpoints:
             host = ep.host or "0.0.0.0"
             srv = await loop.create_server(self._server, host, ep.port, reuse_address=True)

@@ -20,6 +20,7 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.consumer_protocol import MalformedConsumerProtocol, decode_assignment
 from kcoord.groups.store import GroupStore
 from kcoord.share.group import ShareGroup
+from kcoord.share.inflight import RecordState
 from kcoord.share.store import ShareGroups
 
 
@@ -186,6 +187,65 @@ def share_start_lag(services: Services, g: ShareGroup) -> list[PartitionLag]:
         if part is not None and name is not None and not sp.deleted:
             out.append(PartitionLag(name, p, sp.start_offset, part.high_watermark))
     return out
+
+
+@dataclass(frozen=True)
+class InFlightRun:
+    """Consecutive in-flight offsets in the same state, delivery count and owner."""
+
+    first_offset: int
+    last_offset: int
+    state: str  # Available, Acquired, Acknowledged, Archived
+    delivery_count: int
+    member_id: str | None
+    gap: bool  # offsets the log no longer has (compacted, control batches): never delivered
+
+    @property
+    def count(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+
+@dataclass
+class SharePartitionState:
+    """A share-partition as the share coordinator holds it: records below the start offset (SPSO)
+    are done with, those in [SPSO, SPEO) are in flight, each run with its state."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    high_watermark: int
+    runs: list[InFlightRun]
+
+    def records_in(self, state: str) -> int:
+        return sum(r.count for r in self.runs if r.state == state and not r.gap)
+
+    @property
+    def gaps(self) -> int:
+        return sum(r.count for r in self.runs if r.gap)
+
+
+STATE_NAMES = {s: s.name.capitalize() for s in RecordState}
+
+
+def share_partitions(services: Services, group_id: str) -> list[SharePartitionState]:
+    """The share group's share-partitions (none if ``group_id`` is no live share group)."""
+    g = services.groups.state_for(group_id).kind(ShareGroups).get(group_id)
+    if g is None or g.dead:
+        return []
+    out = []
+    for (topic_id, p), sp in g.partitions.items():
+        part = services.partitions.partition_by_id(topic_id, p)
+        name = services.partitions.name_of(topic_id)
+        if part is None or name is None or sp.deleted:
+            continue
+        runs = [
+            InFlightRun(b.first_offset, b.last_offset, STATE_NAMES[b.state], b.delivery_count, b.member_id,
+                        b.state == RecordState.ARCHIVED and b.delivery_count == 0)
+            for b in sp.in_flight()
+        ]  # fmt: skip
+        out.append(SharePartitionState(name, p, sp.start_offset, sp.end_offset, part.high_watermark, runs))
+    return sorted(out, key=lambda s: (s.topic, s.partition))
 
 
 def topics(services: Services) -> list[dict[str, Any]]:
