@@ -73,6 +73,8 @@ def kcoord_cmd(port: int | str, log_dir: str | Path, extra: list[str] | None = N
         f"PLAINTEXT://127.0.0.1:{port}",
         "--log-dirs",
         str(log_dir),
+        # No operations endpoint: a run starts several brokers, which would all want its port.
+        "--http-listeners=",
         *(extra or []),
     ]
 
