@@ -55,7 +55,12 @@ class Tree:
 
     def start(self, tag: str) -> None:
         self.data = tempfile.mkdtemp(prefix=f"kcoord-ab-{self.name}-")
-        cmd = common.kcoord_cmd("{port}", self.data, common.KCOORD_ARGS + self.flags)
+        cmd = common.kcoord_cmd(
+            "{port}",
+            self.data,
+            common.KCOORD_ARGS + self.flags,
+            http_setting=(self.source / "kcoord" / "http").is_dir(),
+        )
         self.peer.cmd = f"env PYTHONPATH={self.source} " + common.shell_join(cmd)
         self.peer.port = common.free_port()
         self.peer.start(tag)

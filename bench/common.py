@@ -62,8 +62,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def kcoord_cmd(port: int | str, log_dir: str | Path, extra: list[str] | None = None) -> list[str]:
-    """``kcoord serve`` as the broker's own process (so its PID is the one to measure)."""
+def kcoord_cmd(
+    port: int | str, log_dir: str | Path, extra: list[str] | None = None, http_setting: bool = True
+) -> list[str]:
+    """``kcoord serve`` as the broker's own process (so its PID is the one to measure).
+    ``http_setting``: the tree knows http.listeners (an A/B base may predate it)."""
     return [
         sys.executable,
         "-m",
@@ -74,7 +77,7 @@ def kcoord_cmd(port: int | str, log_dir: str | Path, extra: list[str] | None = N
         "--log-dirs",
         str(log_dir),
         # No operations endpoint: a run starts several brokers, which would all want its port.
-        "--http-listeners=",
+        *(["--http-listeners="] if http_setting else []),
         *(extra or []),
     ]
 
