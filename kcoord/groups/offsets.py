@@ -84,7 +84,7 @@ class PendingTransactions(Generic[K, V]):
             producers.add(producer_id)
 
     def supersede(self, key: K) -> None:
-        """A plain commit of ``key``, written after every pending write of it."""
+        """A plain commit or tombstone of ``key``, written after every pending write of it."""
         for pid in self.by_key.pop(key, ()):
             self._drop(pid, key)
 
@@ -127,7 +127,9 @@ class Offsets:
         return self.committed.get(group_id, _NONE)
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, now: int) -> None:
-        if value is not None and self.pending.by_key:
+        # A tombstone drops the pending writes of its key too, as Kafka's replay does: the
+        # deletion was written later, and the cleaner's "last record of a key wins" agrees.
+        if self.pending.by_key:
             self.pending.supersede(key)
         self._put(key, value)
 
@@ -276,7 +278,7 @@ class OffsetsLoader:
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         rest = key[2:]
-        if value is not None and self._pending.by_key:
+        if self._pending.by_key:
             self._pending.supersede(rest)
         self._held[rest] = value
 

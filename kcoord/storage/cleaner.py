@@ -1,30 +1,79 @@
-"""Log compaction: keep the latest record of every key, drop old tombstones.
+"""Log compaction, the machinery: Kafka's LogCleaner and LogCleanerManager for one broker.
 
-Like Kafka's LogCleaner, it rewrites only segments that are no longer active, so writers never
-wait for it; every kept record keeps its offset and timestamp. A record survives if no later
-record (anywhere in the log up to the cleaning point) has its key; a surviving tombstone (null
-value) is dropped once it is older than ``delete.retention.ms`` (Kafka's
-log.cleaner.delete.retention.ms), so that readers replaying the log had time to see it.
+A cleaning pass of a log (``compact``) rewrites its cleanable segments keeping, of every key, the
+record written last; what else goes (tombstones, transaction markers, empty batches) is the
+log's rules' to say (``CleaningRules``: the coordinator logs' and the data topics' rules live in
+``compaction_rules``). Like Kafka's cleaner:
 
-The heavy part (reading every batch, writing the cleaned segments) runs in a worker thread;
-only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash safety).
+- Only whole closed segments below the *first uncleanable offset* are cleaned: never the active
+  segment, nothing at or past the high watermark, nothing at or past the first offset of a
+  transaction that has no marker yet (the first unstable offset: its outcome decides whether its
+  records shadow older ones), and nothing newer than the rules' min.compaction.lag.ms.
+- Transactions are followed through the whole log, as Kafka's CleanedTransactionMetadata does
+  with the aborted-transaction index: records of aborted transactions are removed and never
+  shadow anything; records of committed ones count like any other. A marker is kept while any
+  batch of its transaction is left in the log (replay would otherwise leave that transaction
+  open forever); once none is, the rules decide when it goes.
+- Retained records keep their offsets, timestamps and headers; each batch keeps its base offset
+  and last offset delta (``record_filter``); a batch whose records all survive is copied as is.
+
+The pass reads and writes in a worker thread; only the swap (``Log.install_cleaned``, crash-safe)
+runs on the event loop, so writers never wait for the cleaner.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import structlog
 
 from kcoord.protocol import records
+from kcoord.protocol.records import BatchHeader
+from kcoord.storage import record_filter
+from kcoord.storage.compaction_rules import CoordinatorRules
 from kcoord.storage.log import Log
 from kcoord.storage.segment import Segment, segment_name
 
 log = structlog.get_logger(__name__)
+
+_READ_CHUNK = 4 << 20
+LONG_MAX = 9223372036854775807  # max.compaction.lag.ms's default: no deadline
+
+
+class CleaningRules(Protocol):
+    """What a log's compaction keeps beyond the latest record of each key, and when it runs
+    (Kafka's per-topic configs of the same names)."""
+
+    @property
+    def delete_retention_ms(self) -> int: ...
+    @property
+    def min_cleanable_ratio(self) -> float: ...
+    @property
+    def min_compaction_lag_ms(self) -> int: ...
+    @property
+    def max_compaction_lag_ms(self) -> int: ...
+
+    def retain_tombstone(self, h: BatchHeader, timestamp: int, now_ms: int) -> bool:
+        """Whether a tombstone, the latest record of its key, stays."""
+        ...
+
+    def retain_marker(self, h: BatchHeader, now_ms: int) -> bool:
+        """Whether a transaction marker stays once no batch of its transaction is left."""
+        ...
+
+    def horizon(self, h: BatchHeader, now_ms: int) -> int | None:
+        """The delete horizon to stamp on a rewritten batch holding a tombstone or a marker
+        that may go (None: the rules judge by record timestamps, no horizon is stamped)."""
+        ...
+
+    def retain_empty(self, h: BatchHeader, last_of_producer: bool) -> bool:
+        """Whether a data batch none of whose records stays is kept as an empty batch."""
+        ...
 
 
 @dataclass
@@ -35,118 +84,274 @@ class CleanStats:
     records_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    end_offset: int = 0  # the cleaned segments end here: the first offset left dirty
+    earliest_horizon: int | None = None  # the earliest delete horizon this pass stamped
 
 
-def _offset_map(segments: list[Segment], up_to: int) -> dict[bytes, int]:
-    """Latest offset of every key in the given segments, below ``up_to``."""
+@dataclass
+class TxnScan:
+    """What the cleaner needs to know of the transactions of a log (one forward scan)."""
+
+    aborted: set[int] = field(default_factory=set)  # base offsets of aborted transactions' batches
+    markers_with_data: set[int] = field(default_factory=set)  # markers whose txn has a batch left
+    last_batch: dict[int, int] = field(default_factory=dict)  # producer id -> its last data batch
+    first_unstable: int | None = None  # the first offset of the first transaction without marker
+
+
+def _batches(seg: Segment, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
+    """The batches of ``seg``'s first ``size`` bytes, each with its header (position 0)."""
+    pos = 0
+    while pos < size:
+        data = seg.read(pos, min(_READ_CHUNK, size - pos))
+        used = 0
+        for h in records.iter_headers(data, partial_ok=True):
+            used = h.position + h.size
+            batch = data[h.position : used]
+            h.position = 0
+            yield h, batch
+        if used == 0:  # one batch larger than a chunk
+            if len(data) < records.HEADER_SIZE:
+                return
+            whole = records.read_header(data).size
+            if pos + whole > size:
+                return
+            data = seg.read(pos, whole)
+            h = records.read_header(data)
+            yield h, data
+            used = whole
+        pos += used
+
+
+def scan_transactions(segments: list[Segment], sizes: list[int]) -> TxnScan:
+    """Follow every transaction of the log: which batches were aborted, which markers still have
+    a batch of their transaction before them, where the first undecided transaction starts."""
+    scan = TxnScan()
+    open_txns: dict[int, list[int]] = {}  # producer id -> its open transaction's batches
+    for seg, size in zip(segments, sizes, strict=True):
+        for h, batch in _batches(seg, size):
+            if h.is_control:
+                if not h.has_producer_id:
+                    continue
+                marker = records.read_end_txn_marker(batch, h)
+                if marker is None:
+                    continue
+                batches = open_txns.pop(h.producer_id, None)
+                if batches:
+                    scan.markers_with_data.add(h.base_offset)
+                    if not marker[0]:
+                        scan.aborted.update(batches)
+                continue
+            if h.has_producer_id:
+                scan.last_batch[h.producer_id] = h.base_offset
+                if h.is_transactional:
+                    open_txns.setdefault(h.producer_id, []).append(h.base_offset)
+    if open_txns:
+        scan.first_unstable = min(b[0] for b in open_txns.values())
+    return scan
+
+
+def offset_map(segments: list[Segment], aborted: set[int]) -> dict[bytes, int]:
+    """The latest offset of every key in ``segments``, aborted transactions left out (Kafka's
+    buildOffsetMap: control batches and aborted batches never shadow a record)."""
     latest: dict[bytes, int] = {}
     for seg in segments:
-        if seg.size == 0:
-            continue
-        data = seg.read(0, seg.size)
-        for h in records.iter_headers(data, partial_ok=True):
-            if h.base_offset >= up_to:
-                return latest
-            if h.is_control:
+        for h, batch in _batches(seg, seg.size):
+            if h.is_control or h.base_offset in aborted:
                 continue
-            batch = data[h.position : h.position + h.size]
-            for offset, _ts, key, _value in records.iter_records(batch, h):
-                if key is not None and offset < up_to:
-                    latest[key] = offset
+            if h.compression == 0 and not h.attributes & record_filter.ATTR_DELETE_HORIZON:
+                for offset, key, _value in records.iter_key_values(batch, h):
+                    if key is not None:
+                        latest[key] = offset
+                continue
+            for r in record_filter.iter_raw(record_filter.records_body(batch, h), h):
+                if r.key is not None:
+                    latest[r.key] = r.offset
     return latest
+
+
+class _Output:
+    """The ``.cleaned`` segment files a pass writes, each up to ``segment_bytes``."""
+
+    def __init__(self, directory: Path, first_base: int, segment_bytes: int) -> None:
+        self.directory = directory
+        self.first_base = first_base
+        self.segment_bytes = segment_bytes
+        self.paths: list[Path] = []
+        self.fd = -1
+        self.size = 0
+
+    def write(self, batch: bytes | bytearray, base_offset: int) -> None:
+        if self.fd < 0 or self.size + len(batch) > self.segment_bytes:
+            # The first output keeps the first cleaned segment's name (as Kafka's cleaner does),
+            # so the log's offset range does not change.
+            self._open(self.first_base if not self.paths else base_offset)
+        os.write(self.fd, batch)
+        self.size += len(batch)
+
+    def _open(self, base: int) -> None:
+        self.close()
+        path = self.directory / (segment_name(base) + ".log.cleaned")
+        self.paths.append(path)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+
+    def finish(self) -> list[Path]:
+        if not self.paths:
+            # Everything was dropped: an empty segment still marks where the log starts.
+            self._open(self.first_base)
+        self.close()
+        return self.paths
 
 
 def write_cleaned(
     directory: Path,
     dirty: list[Segment],
     latest: dict[bytes, int],
+    txns: TxnScan,
+    rules: CleaningRules,
     now_ms: int,
-    delete_retention_ms: int,
     segment_bytes: int,
 ) -> tuple[list[Path], CleanStats]:
-    """Rewrite ``dirty`` segments keeping only live records; returns the ``.cleaned`` files."""
-    stats = CleanStats(segments_in=len(dirty))
-    outputs: list[Path] = []
-    fd = -1
-    size = 0
-
-    def open_output(base: int) -> None:
-        nonlocal fd, size
-        path = directory / (segment_name(base) + ".log.cleaned")
-        outputs.append(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        size = 0
-
-    def close_output() -> None:
-        nonlocal fd
-        if fd >= 0:
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-
+    """Rewrite ``dirty`` keeping what the offset map and the rules keep; the ``.cleaned`` files."""
+    stats = CleanStats(segments_in=len(dirty), end_offset=dirty[-1].next_offset)
+    out = _Output(directory, dirty[0].base_offset, segment_bytes)
     try:
         for seg in dirty:
             stats.bytes_in += seg.size
-            if seg.size == 0:
-                continue
-            data = seg.read(0, seg.size)
-            for h in records.iter_headers(data, partial_ok=True):
-                batch = data[h.position : h.position + h.size]
-                kept = []
-                for offset, ts, key, value in records.iter_records(batch, h):
-                    stats.records_in += 1
-                    if key is None or latest.get(key) != offset:
-                        continue
-                    if value is None and now_ms - ts > delete_retention_ms:
-                        continue
-                    kept.append((offset, ts, key, value))
-                if not kept:
-                    continue
-                out = records.build_batch_at(kept)
-                if fd < 0 or size + len(out) > segment_bytes:
-                    close_output()
-                    # The first output keeps the first dirty segment's name (as Kafka's cleaner
-                    # does), so the log's offset range does not change.
-                    open_output(dirty[0].base_offset if not outputs else kept[0][0])
-                os.write(fd, out)
-                size += len(out)
-                stats.records_out += len(kept)
-                stats.bytes_out += len(out)
-        if not outputs:
-            # Everything was dropped: an empty segment still marks where the log starts.
-            open_output(dirty[0].base_offset)
+            for h, batch in _batches(seg, seg.size):
+                stats.records_in += h.records_count
+                kept_batch = _filter_batch(h, batch, latest, txns, rules, now_ms, stats)
+                if kept_batch is not None:
+                    out.write(kept_batch, h.base_offset)
+                    stats.bytes_out += len(kept_batch)
+        paths = out.finish()
     finally:
-        close_output()
-    stats.segments_out = len(outputs)
-    return outputs, stats
+        out.close()
+    stats.segments_out = len(paths)
+    return paths, stats
 
 
-async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats | None:
-    """Compact every non-active segment of ``log_``; None if there was nothing to clean."""
-    dirty = list(log_.segments[:-1])  # consecutive, from the first segment to the active one
+def _filter_batch(
+    h: BatchHeader,
+    batch: bytes,
+    latest: dict[bytes, int],
+    txns: TxnScan,
+    rules: CleaningRules,
+    now_ms: int,
+    stats: CleanStats,
+) -> bytes | bytearray | None:
+    """The batch as it is to be written: itself, rewritten, or None (removed)."""
+    if h.is_control:
+        if h.base_offset in txns.markers_with_data or not h.has_producer_id:
+            stats.records_out += h.records_count
+            return batch
+        if not rules.retain_marker(h, now_ms):
+            return None
+        stats.records_out += h.records_count
+        horizon = rules.horizon(h, now_ms)
+        if horizon is None or record_filter.delete_horizon(h) is not None:
+            return batch
+        body = record_filter.records_body(batch, h)
+        _note_horizon(stats, horizon)
+        return record_filter.rebuild(h, body, list(record_filter.iter_raw(body, h)), horizon)
+    body = record_filter.records_body(batch, h)
+    kept: list[record_filter.RawRecord] = []
+    tombstones = False
+    if h.base_offset not in txns.aborted:
+        for r in record_filter.iter_raw(body, h):
+            if r.key is None or latest.get(r.key) != r.offset:
+                continue
+            if r.tombstone:
+                if not rules.retain_tombstone(h, r.timestamp, now_ms):
+                    continue
+                tombstones = True
+            kept.append(r)
+    stats.records_out += len(kept)
+    if not kept:
+        if rules.retain_empty(h, txns.last_batch.get(h.producer_id) == h.base_offset):
+            return record_filter.rebuild(h, body, kept)
+        return None
+    horizon = rules.horizon(h, now_ms) if tombstones and record_filter.delete_horizon(h) is None else None
+    if horizon is not None:
+        _note_horizon(stats, horizon)
+    elif len(kept) == h.records_count:
+        return batch  # nothing changes: the producer's bytes, codec and CRC as they were
+    return record_filter.rebuild(h, body, kept, horizon)
+
+
+def _note_horizon(stats: CleanStats, horizon: int) -> None:
+    if stats.earliest_horizon is None or horizon < stats.earliest_horizon:
+        stats.earliest_horizon = horizon
+
+
+def first_uncleanable_offset(log_: Log, rules: CleaningRules, now_ms: int) -> int:
+    """Where cleaning must stop, before the transactions are looked at: the active segment, the
+    high watermark, and the first segment newer than min.compaction.lag.ms."""
+    end = min(log_.active.base_offset, log_.high_watermark)
+    if rules.min_compaction_lag_ms > 0:
+        for seg in log_.segments[:-1]:
+            if seg.size and seg.max_timestamp > now_ms - rules.min_compaction_lag_ms:
+                end = min(end, seg.base_offset)
+                break
+    return end
+
+
+def _clean_in_thread(
+    directory: Path,
+    segments: list[Segment],
+    sizes: list[int],
+    end: int,
+    rules: CleaningRules,
+    now_ms: int,
+    segment_bytes: int,
+) -> tuple[list[Segment], list[Path], CleanStats] | None:
+    txns = scan_transactions(segments, sizes)
+    if txns.first_unstable is not None:
+        end = min(end, txns.first_unstable)
+    dirty = [s for s in segments[:-1] if s.next_offset <= end]
     if not any(s.size for s in dirty):
         return None
-    up_to = log_.log_end_offset
+    latest = offset_map(dirty, txns.aborted)
+    paths, stats = write_cleaned(directory, dirty, latest, txns, rules, now_ms, segment_bytes)
+    return dirty, paths, stats
+
+
+async def compact(log_: Log, rules: CleaningRules, now_ms: int) -> CleanStats | None:
+    """One cleaning pass over ``log_``; None if nothing could be cleaned."""
+    if len(log_.segments) < 2:
+        return None
+    end = first_uncleanable_offset(log_, rules, now_ms)
     segments = list(log_.segments)
+    sizes = [s.size for s in segments]  # appends go on meanwhile: read what is there now
     loop = asyncio.get_running_loop()
     for seg in segments:
         seg.pin()  # the worker thread reads them; their files must stay open meanwhile
     try:
-        latest = await loop.run_in_executor(None, _offset_map, segments, up_to)
-        outputs, stats = await loop.run_in_executor(
+        result = await loop.run_in_executor(
             None,
-            write_cleaned,
+            _clean_in_thread,
             log_.directory,
-            dirty,
-            latest,
+            segments,
+            sizes,
+            end,
+            rules,
             now_ms,
-            delete_retention_ms,
             log_.config.segment_bytes,
         )
     finally:
         for seg in segments:
             seg.unpin()
+    if result is None:
+        return None
+    dirty, outputs, stats = result
     if log_.closed or any(s not in log_.segments for s in dirty):
+        # Retention, DeleteRecords or a topic deletion got there first.
         for p in outputs:
             p.unlink(missing_ok=True)
         return None
@@ -155,43 +360,103 @@ async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats 
     return stats
 
 
-class LogCleaner:
-    """Cleans registered logs in the background once enough of them is dirty.
+async def clean(log_: Log, now_ms: int, delete_retention_ms: int) -> CleanStats | None:
+    """One pass over a coordinator log (its rules: ``compaction_rules.CoordinatorRules``)."""
+    return await compact(log_, CoordinatorRules(delete_retention_ms), now_ms)
 
-    A log is cleaned when the bytes written since its last cleaning make up at least
-    ``min_cleanable_ratio`` (Kafka's log.cleaner.min.cleanable.ratio) of its non-active
-    segments; it is checked every ``backoff_ms`` (log.cleaner.backoff.ms).
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+@dataclass
+class _Cleanable:
+    rules: Callable[[], CleaningRules]
+    first_dirty: int = 0  # the first offset not cleaned yet (Kafka's cleaner checkpoint)
+    next_horizon: int | None = None  # a delete horizon this cleaner stamped, due then
+
+
+class LogCleaner:
+    """Cleans registered logs in the background (Kafka's LogCleanerManager picking logs).
+
+    A log is cleaned when the bytes written since its last cleaning make up at least its
+    ``min_cleanable_ratio`` (min.cleanable.dirty.ratio) of its cleanable segments, when its
+    oldest dirty record is older than max.compaction.lag.ms, or when a delete horizon the cleaner
+    stamped has passed (the tombstones and markers it guards may go); checked every
+    ``backoff_ms`` (log.cleaner.backoff.ms).
     """
 
     def __init__(
-        self, clock: Any, delete_retention_ms: int, backoff_ms: int, min_cleanable_ratio: float
+        self,
+        clock: Clock,
+        delete_retention_ms: int,
+        backoff_ms: int,
+        min_cleanable_ratio: float,
     ) -> None:
         self.clock = clock
         self.delete_retention_ms = delete_retention_ms
         self.backoff_ms = backoff_ms
         self.min_cleanable_ratio = min_cleanable_ratio
-        self.logs: dict[Log, int] = {}  # log -> first offset not cleaned yet
+        self.logs: dict[Log, _Cleanable] = {}
         self.runs = 0
+        self.busy = False  # a pass is running (tests and benchmarks wait on it)
 
-    def register(self, log_: Log) -> None:
-        self.logs.setdefault(log_, 0)
+    def _now(self) -> int:
+        now: int = self.clock.now_ms()
+        return now
+
+    def register(self, log_: Log, rules: Callable[[], CleaningRules] | None = None) -> None:
+        """Clean ``log_`` by ``rules`` (a coordinator log's rules by default)."""
+        if rules is None:
+            coordinator: CleaningRules = CoordinatorRules(self.delete_retention_ms, self.min_cleanable_ratio)
+            self.logs.setdefault(log_, _Cleanable(lambda: coordinator))
+        else:
+            self.logs.setdefault(log_, _Cleanable(rules))
+
+    def unregister(self, log_: Log) -> None:
+        self.logs.pop(log_, None)
 
     def dirty_ratio(self, log_: Log) -> float:
+        entry = self.logs.get(log_)
+        first_dirty = entry.first_dirty if entry is not None else 0
         inactive = log_.segments[:-1]
         total = sum(s.size for s in inactive)
         if total == 0:
             return 0.0
-        clean_up_to = self.logs.get(log_, 0)
-        return sum(s.size for s in inactive if s.base_offset >= clean_up_to) / total
+        return sum(s.size for s in inactive if s.base_offset >= first_dirty) / total
+
+    def needs_cleaning(self, log_: Log) -> bool:
+        entry = self.logs.get(log_)
+        if entry is None or log_.closed or len(log_.segments) < 2:
+            return False
+        rules = entry.rules()
+        now = self._now()
+        if entry.next_horizon is not None and entry.next_horizon <= now:
+            return True
+        if self.dirty_ratio(log_) >= rules.min_cleanable_ratio and self.dirty_ratio(log_) > 0:
+            return True
+        if rules.max_compaction_lag_ms < LONG_MAX:
+            for seg in log_.segments[:-1]:
+                if seg.base_offset >= entry.first_dirty and seg.size:
+                    first = seg.first_batch_timestamp
+                    return first is not None and first >= 0 and now - first > rules.max_compaction_lag_ms
+        return False
 
     async def clean_if_needed(self, log_: Log) -> CleanStats | None:
-        if log_.closed or self.dirty_ratio(log_) < self.min_cleanable_ratio:
+        if not self.needs_cleaning(log_):
             return None
-        end = log_.segments[-1].base_offset
-        stats = await clean(log_, self.clock.now_ms(), self.delete_retention_ms)
+        entry = self.logs[log_]
+        self.busy = True
+        try:
+            stats = await compact(log_, entry.rules(), self._now())
+        finally:
+            self.busy = False
         if stats is not None:
-            self.logs[log_] = end
+            entry.first_dirty = stats.end_offset
+            entry.next_horizon = stats.earliest_horizon
             self.runs += 1
+        elif entry.next_horizon is not None and entry.next_horizon <= self._now():
+            entry.next_horizon = None
         return stats
 
     async def run(self) -> None:

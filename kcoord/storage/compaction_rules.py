@@ -1,0 +1,64 @@
+"""The two rule sets of log compaction (the machinery is ``cleaner``).
+
+``CoordinatorRules``: the coordinator logs (``__consumer_offsets``, ``__transaction_state``). The
+broker writes every record with its own clock, so record timestamps are trusted: a tombstone, or
+a marker whose transaction has no record left, goes once it is older than
+``delete.retention.ms``. No producer state is kept for these logs: an empty batch is dropped.
+
+``DataTopicRules``: topics with ``cleanup.policy`` compact, as Kafka (KIP-534). Producers choose
+record timestamps, so they say nothing about when a tombstone was cleaned: the first pass that
+keeps a tombstone, or a marker that may go, stamps its batch with a delete horizon (now +
+``delete.retention.ms``); a pass after the horizon removes them. A producer's last batch stays,
+empty if none of its records does, so that idempotent producers keep their sequence numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kcoord.protocol.records import BatchHeader
+from kcoord.storage.record_filter import delete_horizon
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True)
+class CoordinatorRules:
+    delete_retention_ms: int
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+
+    def retain_tombstone(self, h: BatchHeader, timestamp: int, now_ms: int) -> bool:
+        return now_ms - timestamp <= self.delete_retention_ms
+
+    def retain_marker(self, h: BatchHeader, now_ms: int) -> bool:
+        return now_ms - h.max_timestamp <= self.delete_retention_ms
+
+    def horizon(self, h: BatchHeader, now_ms: int) -> int | None:
+        return None
+
+    def retain_empty(self, h: BatchHeader, last_of_producer: bool) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class DataTopicRules:
+    delete_retention_ms: int
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+
+    def retain_tombstone(self, h: BatchHeader, timestamp: int, now_ms: int) -> bool:
+        horizon = delete_horizon(h)
+        return horizon is None or now_ms < horizon
+
+    def retain_marker(self, h: BatchHeader, now_ms: int) -> bool:
+        horizon = delete_horizon(h)
+        return horizon is None or now_ms < horizon
+
+    def horizon(self, h: BatchHeader, now_ms: int) -> int | None:
+        return now_ms + self.delete_retention_ms
+
+    def retain_empty(self, h: BatchHeader, last_of_producer: bool) -> bool:
+        return h.has_producer_id and last_of_producer
