@@ -37,6 +37,7 @@ from typing import Any
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
+from kcoord.dataplane import compaction
 from kcoord.dataplane.partitions import Partition
 from kcoord.dataplane.topic_config import effective
 from kcoord.protocol import records
@@ -199,10 +200,13 @@ def append_records(
     log_append_time = effective("message.timestamp.type", configs, cfg) == "LogAppendTime"
     after_max = int(effective("message.timestamp.after.max.ms", configs, cfg))
     before_max = int(effective("message.timestamp.before.max.ms", configs, cfg))
+    compacted = compaction.is_compacted(configs, cfg)
     try:
         headers = list(records.iter_headers(data))
         for h in headers:
             records.validate_batch(data, h)
+            if compacted:
+                compaction.check_keys(data, h)
     except InvalidBatch as e:
         code = ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD
         raise KafkaError(code, str(e)) from e

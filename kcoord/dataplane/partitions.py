@@ -34,12 +34,14 @@ import structlog
 
 from kcoord.clock import Clock
 from kcoord.config import BrokerConfig
+from kcoord.dataplane import compaction
 from kcoord.dataplane.producer_state import CompletedTxn, ProducerEntry, ProducerStateTable
 from kcoord.dataplane.topic_config import effective, validate_topic_configs
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.records import BatchHeader
 from kcoord.storage.atomic import atomic_write
+from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig, OffsetOutOfRange
 from kcoord.storage.txn_index import AbortedTxn
@@ -295,6 +297,13 @@ class PartitionManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # changes whenever a topic is created or deleted or gains partitions
         self.unclean_start = False
+        # Compacts the partitions of topics with cleanup.policy compact; the broker runs it.
+        self.cleaner = LogCleaner(
+            clock,
+            config.log_cleaner_delete_retention_ms,
+            config.log_cleaner_backoff_ms,
+            config.log_cleaner_min_cleanable_ratio,
+        )
 
     # --- start and stop ------------------------------------------------------------------
     def open(self) -> None:
@@ -406,7 +415,7 @@ class PartitionManager:
         c = self.config
         return LogConfig(
             segment_bytes=int(effective("segment.bytes", configs, c)),
-            roll_ms=int(effective("segment.ms", configs, c)),
+            roll_ms=compaction.roll_ms(configs, c),
             retention_ms=int(effective("retention.ms", configs, c)),
             retention_bytes=int(effective("retention.bytes", configs, c)),
             index_interval_bytes=int(effective("index.interval.bytes", configs, c)),
@@ -424,7 +433,14 @@ class PartitionManager:
         part = Partition(topic, index, lg)
         part.load_producer_state(unclean=self.unclean_start and not new)
         topic.partitions.append(part)
+        self._register_for_cleaning(topic, part)
         return part
+
+    def _register_for_cleaning(self, topic: Topic, part: Partition) -> None:
+        if compaction.is_compacted(topic.configs, self.config):
+            self.cleaner.register(part.log, lambda: compaction.rules_for(topic.configs, self.config))
+        else:
+            self.cleaner.unregister(part.log)
 
     def create_topic(
         self, name: str, num_partitions: int, configs: dict[str, str | None], validate_only: bool = False
@@ -490,6 +506,7 @@ class PartitionManager:
         self.version += 1
         for p in topic.partitions:
             p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
+            self.cleaner.unregister(p.log)
             p.log.delete()
         topic.partitions.clear()
 
@@ -515,6 +532,7 @@ class PartitionManager:
         topic.configs = configs
         for p in topic.partitions:
             p.log.config = self.log_config(configs)
+            self._register_for_cleaning(topic, p)
         self._write_topics_file()
 
     def delete_records(self, part: Partition, offset: int) -> int:
@@ -547,14 +565,27 @@ class PartitionManager:
                 continue
             before = p.log.segments[0].base_offset
             deleted += p.log.delete_segments_below_start()
-            # As in Kafka, time and size retention delete only under cleanup.policy=delete: a topic
-            # an earlier kcoord accepted as compact keeps everything (it is not compacted either).
-            if "delete" in effective("cleanup.policy", p.topic.configs, self.config).split(","):
+            # As in Kafka, time and size retention delete only under cleanup.policy=delete: a
+            # compact-only topic keeps its records until the cleaner replaces them.
+            policies = compaction.policies(p.topic.configs, self.config)
+            if "delete" in policies:
                 deleted += p.log.enforce_retention(now)
+            if "compact" in policies:
+                self._roll_idle(p, now)
             if p.log.segments[0].base_offset != before:
                 p.delete_snapshots_below(p.log.segments[0].base_offset)
             p.producers.expire(now, self.config.producer_id_expiration_ms)
         return deleted
+
+    @staticmethod
+    def _roll_idle(p: Partition, now: int) -> None:
+        """Roll a compacted partition's active segment once it is older than its roll time even
+        if nothing is written (Kafka rolls only on append): the cleaner never touches the active
+        segment, so an idle topic would otherwise never be compacted."""
+        active = p.log.active
+        first = active.first_batch_timestamp
+        if active.size and first is not None and first >= 0 and now - first > p.log.config.roll_ms:
+            p.log.roll()
 
 
 def _rmtree(path: Path) -> None:

@@ -61,7 +61,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_LIST,
             "delete",
             True,
-            "delete (compact is refused until kcoord compacts data topics).",
+            "delete: retention deletes old segments; compact: the log cleaner keeps the latest "
+            "record of every key; both: compact, and delete past retention.",
             "log.cleanup.policy",
             ("delete", "compact", "delete,compact", "compact,delete"),
         ),
@@ -99,7 +100,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _c("leader.replication.throttled.replicas", TYPE_LIST, "", False, "No replication."),
         _c("local.retention.bytes", TYPE_LONG, -2, False, "No tiered storage."),
         _c("local.retention.ms", TYPE_LONG, -2, False, "No tiered storage."),
-        _c("max.compaction.lag.ms", TYPE_LONG, LONG_MAX, False, "Compaction runs on its own schedule."),
+        _c(
+            "max.compaction.lag.ms",
+            TYPE_LONG,
+            LONG_MAX,
+            True,
+            "Clean a record at the latest this long after it was written (rolls the active segment too).",
+        ),
         _c(
             "max.message.bytes",
             TYPE_INT,
@@ -131,8 +138,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "log.message.timestamp.type",
             ("CreateTime", "LogAppendTime"),
         ),
-        _c("min.cleanable.dirty.ratio", TYPE_DOUBLE, 0.5, False, "Compaction runs on its own schedule."),
-        _c("min.compaction.lag.ms", TYPE_LONG, 0, False, "Compaction runs on its own schedule."),
+        _c(
+            "min.cleanable.dirty.ratio",
+            TYPE_DOUBLE,
+            lambda c: str(c.log_cleaner_min_cleanable_ratio),
+            True,
+            "Clean once this share of the cleanable log was written since the last cleaning.",
+            "log.cleaner.min.cleanable.ratio",
+        ),
+        _c(
+            "min.compaction.lag.ms",
+            TYPE_LONG,
+            0,
+            True,
+            "Leave records uncompacted for at least this long.",
+        ),
         _c("min.insync.replicas", TYPE_INT, 1, False, "One broker: one replica."),
         _c("preallocate", TYPE_BOOLEAN, False, False, "Segments are not preallocated."),
         _c("remote.storage.enable", TYPE_BOOLEAN, False, False, "No tiered storage."),
@@ -205,12 +225,18 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
         if value is None:
             continue
         _check_type(d, value)
-        if name == "cleanup.policy" and "compact" in value.split(","):
-            # Accepting it would be a silent loss: the topic would not be compacted, and retention
-            # would delete records its users expect to keep (Kafka Connect, changelogs).
+        if name == "min.cleanable.dirty.ratio" and not 0.0 <= float(value) <= 1.0:
             raise InvalidTopicConfig(
-                f"Invalid value {value} for configuration cleanup.policy: kcoord does not compact "
-                "data topics yet; only delete is supported"
+                f"Invalid value {value} for configuration min.cleanable.dirty.ratio: Value must be "
+                "no more than 1 and at least 0"
+            )
+        if name in ("min.compaction.lag.ms", "delete.retention.ms") and int(value) < 0:
+            raise InvalidTopicConfig(
+                f"Invalid value {value} for configuration {name}: Value must be at least 0"
+            )
+        if name == "max.compaction.lag.ms" and int(value) < 1:
+            raise InvalidTopicConfig(
+                f"Invalid value {value} for configuration {name}: Value must be at least 1"
             )
         if not d.honoured and value != d.default(broker):
             raise InvalidTopicConfig(
@@ -219,6 +245,13 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
         if name == "segment.bytes" and int(value) < 1048576:
             raise InvalidTopicConfig("Invalid value for segment.bytes: must be at least 1048576")
         out[name] = value
+    min_lag = int(out.get("min.compaction.lag.ms", "0"))
+    max_lag = int(out.get("max.compaction.lag.ms", str(LONG_MAX)))
+    if min_lag > max_lag:
+        raise InvalidTopicConfig(
+            f"conflict topic configs: min.compaction.lag.ms {min_lag} is greater than "
+            f"max.compaction.lag.ms {max_lag}"
+        )
     return out
 
 

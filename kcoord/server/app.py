@@ -151,6 +151,7 @@ class Broker:
         self.share.forget_deleted_topics()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
+        self._tasks.append(asyncio.create_task(self.partitions.cleaner.run(), name="kcoord-log-cleaner"))
         log.info(
             "kcoord started",
             node_id=self.node_id,

@@ -1,56 +1,88 @@
-"""Log compaction: keep the latest record of every key, drop old tombstones.
+"""Log compaction, the machinery: Kafka's LogCleaner and LogCleanerManager for one broker.
 
-Like Kafka's LogCleaner, it rewrites only segments that are no longer active, so writers never
-wait for it; every kept record keeps its offset and timestamp. A record survives if no later
-record (anywhere in the log up to the cleaning point) has its key; a surviving tombstone (null
-value) is dropped once it is older than ``delete.retention.ms`` (Kafka's
-log.cleaner.delete.retention.ms), so that readers replaying the log had time to see it.
+A cleaning pass of a log (``compact``) rewrites its cleanable segments keeping, of every key, the
+record written last; what else goes (tombstones, transaction markers, empty batches) is the
+log's rules' to say (``CleaningRules``: the coordinator logs' and the data topics' rules live in
+``compaction_rules``). Like Kafka's cleaner:
 
-Transactions, as Kafka's cleaner keeps them: nothing at or after the first unstable offset (the
-first record of a transaction without its marker yet) is cleaned or counts as a key's latest
-record, since the transaction may still abort and the older record would then be the one that
-counts; records of aborted transactions are dropped and never count as a key's latest; kept
-records keep their batch's producer id, epoch and transactional flag, so a committed
-transaction's records are still read as such; COMMIT/ABORT markers are kept (Kafka removes them
-only once no record of their transaction is left, which keeping them never contradicts).
+- Only whole closed segments below the *first uncleanable offset* are cleaned: never the active
+  segment, nothing at or past the high watermark, nothing at or past the first offset of a
+  transaction that has no marker yet (the first unstable offset: its outcome decides whether its
+  records shadow older ones), and nothing newer than the rules' min.compaction.lag.ms.
+- Transactions are followed through the whole log, as Kafka's CleanedTransactionMetadata does
+  with the aborted-transaction index: records of aborted transactions are removed and never
+  shadow anything; records of committed ones count like any other. A marker is kept while any
+  batch of its transaction is left in the log (replay would otherwise leave that transaction
+  open forever); once none is, the rules decide when it goes.
+- Retained records keep their offsets, timestamps and headers; each batch keeps its base offset
+  and last offset delta (``record_filter``); a batch whose records all survive is copied as is.
 
-History retention (``HistoryRetention``, offsets.history.retention.ms for the offset commits of
-``__consumer_offsets``): a superseded record whose key has one of the given record types is kept
-while it is younger than the retention, so that the log keeps what a key was before. Replay is
-unchanged by it, since a later record of the key always follows; except where the key's latest
-record is a tombstone this cleaning drops: its history goes with it, else replay would bring the
-deleted key back. Records of transactional batches are not kept as history: the rewritten batch
-is no longer transactional and its markers are gone, so an aborted write would read as a commit.
-
-The heavy part (reading every batch, writing the cleaned segments) runs in a worker thread;
-only the swap runs on the event loop (see ``Log.install_cleaned`` for its crash safety).
+The pass reads and writes in a worker thread; only the swap (``Log.install_cleaned``, crash-safe)
+runs on the event loop, so writers never wait for the cleaner.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import structlog
 
 from kcoord.protocol import records
+from kcoord.protocol.records import BatchHeader
+from kcoord.storage import record_filter
+from kcoord.storage.compaction_rules import CoordinatorRules, HistoryRetention
 from kcoord.storage.log import Log
 from kcoord.storage.segment import Segment, segment_name
 
 log = structlog.get_logger(__name__)
 
+_READ_CHUNK = 4 << 20
+LONG_MAX = 9223372036854775807  # max.compaction.lag.ms's default: no deadline
 
-@dataclass(frozen=True)
-class HistoryRetention:
-    key_prefixes: tuple[bytes, ...]  # the record types (a key's first two bytes) kept as history
-    retention_ms: int
 
-    def keeps(self, key: bytes, ts: int, now_ms: int) -> bool:
-        return now_ms - ts < self.retention_ms and key.startswith(self.key_prefixes)
+class CleaningRules(Protocol):
+    """What a log's compaction keeps beyond the latest record of each key, and when it runs
+    (Kafka's per-topic configs of the same names)."""
+
+    @property
+    def delete_retention_ms(self) -> int: ...
+    @property
+    def min_cleanable_ratio(self) -> float: ...
+    @property
+    def min_compaction_lag_ms(self) -> int: ...
+    @property
+    def max_compaction_lag_ms(self) -> int: ...
+
+    def retain_tombstone(self, h: BatchHeader, timestamp: int, now_ms: int) -> bool:
+        """Whether a tombstone, the latest record of its key, stays."""
+        ...
+
+    def retain_marker(self, h: BatchHeader, now_ms: int) -> bool:
+        """Whether a transaction marker stays once no batch of its transaction is left."""
+        ...
+
+    def horizon(self, h: BatchHeader, now_ms: int) -> int | None:
+        """The delete horizon to stamp on a rewritten batch holding a tombstone or a marker
+        that may go (None: the rules judge by record timestamps, no horizon is stamped)."""
+        ...
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether superseded records may stay (``retain_superseded``)."""
+        ...
+
+    def retain_superseded(self, key: bytes, timestamp: int, now_ms: int, tombstone_at: int | None) -> bool:
+        """Whether a record a later one of its key replaced stays (a coordinator log's history)."""
+        ...
+
+    def retain_empty(self, h: BatchHeader, last_of_producer: bool) -> bool:
+        """Whether a data batch none of whose records stays is kept as an empty batch."""
+        ...
 
 
 @dataclass
@@ -61,205 +93,295 @@ class CleanStats:
     records_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    end_offset: int = 0  # the cleaned segments end here: the first offset left dirty
+    earliest_horizon: int | None = None  # the earliest delete horizon this pass stamped
 
 
-def _transactions(segments: list[Segment], up_to: int) -> tuple[set[int], int]:
-    """(base offsets of the batches of aborted transactions, first unstable offset) of the
-    batches below ``up_to`` (``up_to`` when every transaction has its marker)."""
-    ongoing: dict[int, list[int]] = {}  # producer id -> its open transaction's batches
-    aborted: set[int] = set()
-    for seg in segments:
-        if seg.size == 0:
-            continue
-        data = seg.read(0, seg.size)
+@dataclass
+class TxnScan:
+    """What the cleaner needs to know of the transactions of a log (one forward scan)."""
+
+    aborted: set[int] = field(default_factory=set)  # base offsets of aborted transactions' batches
+    markers_with_data: set[int] = field(default_factory=set)  # markers whose txn has a batch left
+    last_batch: dict[int, int] = field(default_factory=dict)  # producer id -> its last data batch
+    first_unstable: int | None = None  # the first offset of the first transaction without marker
+
+
+def _batches(seg: Segment, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
+    """The batches of ``seg``'s first ``size`` bytes, each with its header (position 0)."""
+    pos = 0
+    while pos < size:
+        data = seg.read(pos, min(_READ_CHUNK, size - pos))
+        used = 0
         for h in records.iter_headers(data, partial_ok=True):
-            if h.base_offset >= up_to:
-                break
+            used = h.position + h.size
+            batch = data[h.position : used]
+            h.position = 0
+            yield h, batch
+        if used == 0:  # one batch larger than a chunk
+            if len(data) < records.HEADER_SIZE:
+                return
+            whole = records.read_header(data).size
+            if pos + whole > size:
+                return
+            data = seg.read(pos, whole)
+            h = records.read_header(data)
+            yield h, data
+            used = whole
+        pos += used
+
+
+def scan_transactions(segments: list[Segment], sizes: list[int]) -> TxnScan:
+    """Follow every transaction of the log: which batches were aborted, which markers still have
+    a batch of their transaction before them, where the first undecided transaction starts."""
+    scan = TxnScan()
+    open_txns: dict[int, list[int]] = {}  # producer id -> its open transaction's batches
+    for seg, size in zip(segments, sizes, strict=True):
+        for h, batch in _batches(seg, size):
             if h.is_control:
-                commit, _epoch = records.read_marker(data[h.position : h.position + h.size], h)
-                started = ongoing.pop(h.producer_id, None)
-                if started and not commit:
-                    aborted.update(started)
-            elif h.is_transactional:
-                ongoing.setdefault(h.producer_id, []).append(h.base_offset)
-    first_unstable = min((batches[0] for batches in ongoing.values()), default=up_to)
-    return aborted, first_unstable
+                if not h.has_producer_id:
+                    continue
+                marker = records.read_end_txn_marker(batch, h)
+                if marker is None:
+                    continue
+                batches = open_txns.pop(h.producer_id, None)
+                if batches:
+                    scan.markers_with_data.add(h.base_offset)
+                    if not marker[0]:
+                        scan.aborted.update(batches)
+                continue
+            if h.has_producer_id:
+                scan.last_batch[h.producer_id] = h.base_offset
+                if h.is_transactional:
+                    open_txns.setdefault(h.producer_id, []).append(h.base_offset)
+    if open_txns:
+        scan.first_unstable = min(b[0] for b in open_txns.values())
+    return scan
 
 
-def _offset_map(
-    segments: list[Segment],
-    up_to: int,
-    aborted: frozenset[int] | set[int] = frozenset(),
-    tombstones: dict[bytes, int] | None = None,
+def offset_map(
+    segments: list[Segment], aborted: set[int], tombstones: dict[bytes, int] | None = None
 ) -> dict[bytes, int]:
-    """Latest offset of every key in the given segments, below ``up_to``, leaving out the
-    batches of aborted transactions (their records never replaced anything); ``tombstones``
-    gets the timestamp of each key whose latest record is a tombstone."""
+    """The latest offset of every key in ``segments``, aborted transactions left out (Kafka's
+    buildOffsetMap: control batches and aborted batches never shadow a record). ``tombstones``,
+    if given, gets the timestamp of each key whose latest record is a tombstone."""
     latest: dict[bytes, int] = {}
     for seg in segments:
-        if seg.size == 0:
-            continue
-        data = seg.read(0, seg.size)
-        for h in records.iter_headers(data, partial_ok=True):
-            if h.base_offset >= up_to:
-                return latest
+        for h, batch in _batches(seg, seg.size):
             if h.is_control or h.base_offset in aborted:
                 continue
-            batch = data[h.position : h.position + h.size]
-            for offset, ts, key, value in records.iter_records(batch, h):
-                if key is not None and offset < up_to:
-                    latest[key] = offset
+            if (
+                tombstones is None
+                and h.compression == 0
+                and not h.attributes & record_filter.ATTR_DELETE_HORIZON
+            ):
+                for offset, key, _value in records.iter_key_values(batch, h):
+                    if key is not None:
+                        latest[key] = offset
+                continue
+            for r in record_filter.iter_raw(record_filter.records_body(batch, h), h):
+                if r.key is not None:
+                    latest[r.key] = r.offset
                     if tombstones is not None:
-                        if value is None:
-                            tombstones[key] = ts
+                        if r.tombstone:
+                            tombstones[r.key] = r.timestamp
                         else:
-                            tombstones.pop(key, None)
+                            tombstones.pop(r.key, None)
     return latest
+
+
+class _Output:
+    """The ``.cleaned`` segment files a pass writes, each up to ``segment_bytes``."""
+
+    def __init__(self, directory: Path, first_base: int, segment_bytes: int) -> None:
+        self.directory = directory
+        self.first_base = first_base
+        self.segment_bytes = segment_bytes
+        self.paths: list[Path] = []
+        self.fd = -1
+        self.size = 0
+
+    def write(self, batch: bytes | bytearray, base_offset: int) -> None:
+        if self.fd < 0 or self.size + len(batch) > self.segment_bytes:
+            # The first output keeps the first cleaned segment's name (as Kafka's cleaner does),
+            # so the log's offset range does not change.
+            self._open(self.first_base if not self.paths else base_offset)
+        os.write(self.fd, batch)
+        self.size += len(batch)
+
+    def _open(self, base: int) -> None:
+        self.close()
+        path = self.directory / (segment_name(base) + ".log.cleaned")
+        self.paths.append(path)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+
+    def finish(self) -> list[Path]:
+        if not self.paths:
+            # Everything was dropped: an empty segment still marks where the log starts.
+            self._open(self.first_base)
+        self.close()
+        return self.paths
 
 
 def write_cleaned(
     directory: Path,
     dirty: list[Segment],
     latest: dict[bytes, int],
+    txns: TxnScan,
+    rules: CleaningRules,
     now_ms: int,
-    delete_retention_ms: int,
     segment_bytes: int,
-    aborted: frozenset[int] | set[int] = frozenset(),
-    history: HistoryRetention | None = None,
     tombstones: dict[bytes, int] | None = None,
 ) -> tuple[list[Path], CleanStats]:
-    """Rewrite ``dirty`` segments keeping only live records (and the history ``history`` keeps;
-    ``tombstones`` as ``_offset_map`` fills it); returns the ``.cleaned`` files.
-
-    ``aborted``: base offsets of batches of aborted transactions, dropped whole."""
-    stats = CleanStats(segments_in=len(dirty))
-    dirty_end = dirty[-1].next_offset
-    dead = tombstones or {}
-
-    def history_kept(key: bytes, ts: int) -> bool:
-        if history is None or not history.keeps(key, ts, now_ms):
-            return False
-        tomb_ts = dead.get(key)  # the key's latest record is a tombstone: dropped this time?
-        return tomb_ts is None or latest[key] >= dirty_end or now_ms - tomb_ts <= delete_retention_ms
-
-    outputs: list[Path] = []
-    fd = -1
-    size = 0
-
-    def open_output(base: int) -> None:
-        nonlocal fd, size
-        path = directory / (segment_name(base) + ".log.cleaned")
-        outputs.append(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        size = 0
-
-    def close_output() -> None:
-        nonlocal fd
-        if fd >= 0:
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-
+    """Rewrite ``dirty`` keeping what the offset map and the rules keep; the ``.cleaned`` files.
+    ``tombstones``: as ``offset_map`` fills it, where the rules keep history."""
+    stats = CleanStats(segments_in=len(dirty), end_offset=dirty[-1].next_offset)
+    out = _Output(directory, dirty[0].base_offset, segment_bytes)
     try:
         for seg in dirty:
             stats.bytes_in += seg.size
-            if seg.size == 0:
-                continue
-            data = seg.read(0, seg.size)
-            for h in records.iter_headers(data, partial_ok=True):
-                batch = data[h.position : h.position + h.size]
+            for h, batch in _batches(seg, seg.size):
                 stats.records_in += h.records_count
-                if h.base_offset in aborted:
-                    continue
-                if h.is_control:
-                    out = bytearray(batch)  # a transaction marker: kept as it is
-                    first = h.base_offset
-                else:
-                    kept = []
-                    for offset, ts, key, value in records.iter_records(batch, h):
-                        if key is None:
-                            continue
-                        if latest.get(key) != offset:
-                            if h.is_transactional or not history_kept(key, ts):
-                                continue
-                        elif value is None and now_ms - ts > delete_retention_ms:
-                            continue
-                        kept.append((offset, ts, key, value))
-                    if not kept:
-                        continue
-                    first = kept[0][0]
-                    if len(kept) == h.records_count:
-                        out = bytearray(batch)  # nothing to drop: the batch as it was written
-                    else:
-                        out = records.build_batch_at(
-                            kept,
-                            producer_id=h.producer_id,
-                            producer_epoch=h.producer_epoch,
-                            base_sequence=h.base_sequence + (first - h.base_offset)
-                            if h.base_sequence >= 0
-                            else h.base_sequence,
-                            attributes=records.ATTR_TRANSACTIONAL if h.is_transactional else 0,
-                        )
-                if fd < 0 or size + len(out) > segment_bytes:
-                    close_output()
-                    # The first output keeps the first dirty segment's name (as Kafka's cleaner
-                    # does), so the log's offset range does not change.
-                    open_output(dirty[0].base_offset if not outputs else first)
-                os.write(fd, out)
-                size += len(out)
-                stats.records_out += records.read_header(out).records_count
-                stats.bytes_out += len(out)
-        if not outputs:
-            # Everything was dropped: an empty segment still marks where the log starts.
-            open_output(dirty[0].base_offset)
+                kept_batch = _filter_batch(h, batch, latest, txns, rules, now_ms, stats, tombstones)
+                if kept_batch is not None:
+                    out.write(kept_batch, h.base_offset)
+                    stats.bytes_out += len(kept_batch)
+        paths = out.finish()
     finally:
-        close_output()
-    stats.segments_out = len(outputs)
-    return outputs, stats
+        out.close()
+    stats.segments_out = len(paths)
+    return paths, stats
 
 
-async def clean(
-    log_: Log, now_ms: int, delete_retention_ms: int, history: HistoryRetention | None = None
-) -> CleanStats | None:
-    """Compact every non-active segment of ``log_`` (up to the first unstable offset); None if
-    there was nothing to clean."""
-    dirty = list(log_.segments[:-1])  # consecutive, from the first segment to the active one
+def _filter_batch(
+    h: BatchHeader,
+    batch: bytes,
+    latest: dict[bytes, int],
+    txns: TxnScan,
+    rules: CleaningRules,
+    now_ms: int,
+    stats: CleanStats,
+    tombstones_at: dict[bytes, int] | None = None,
+) -> bytes | bytearray | None:
+    """The batch as it is to be written: itself, rewritten, or None (removed)."""
+    if h.is_control:
+        if h.base_offset in txns.markers_with_data or not h.has_producer_id:
+            stats.records_out += h.records_count
+            return batch
+        if not rules.retain_marker(h, now_ms):
+            return None
+        stats.records_out += h.records_count
+        horizon = rules.horizon(h, now_ms)
+        if horizon is None or record_filter.delete_horizon(h) is not None:
+            return batch
+        body = record_filter.records_body(batch, h)
+        _note_horizon(stats, horizon)
+        return record_filter.rebuild(h, body, list(record_filter.iter_raw(body, h)), horizon)
+    body = record_filter.records_body(batch, h)
+    kept: list[record_filter.RawRecord] = []
+    tombstones = False
+    if h.base_offset not in txns.aborted:
+        for r in record_filter.iter_raw(body, h):
+            if r.key is None:
+                continue
+            if latest.get(r.key) != r.offset:
+                if tombstones_at is None or h.is_transactional:
+                    continue
+                if not rules.retain_superseded(r.key, r.timestamp, now_ms, tombstones_at.get(r.key)):
+                    continue
+            elif r.tombstone:
+                if not rules.retain_tombstone(h, r.timestamp, now_ms):
+                    continue
+                tombstones = True
+            kept.append(r)
+    stats.records_out += len(kept)
+    if not kept:
+        if rules.retain_empty(h, txns.last_batch.get(h.producer_id) == h.base_offset):
+            return record_filter.rebuild(h, body, kept)
+        return None
+    horizon = rules.horizon(h, now_ms) if tombstones and record_filter.delete_horizon(h) is None else None
+    if horizon is not None:
+        _note_horizon(stats, horizon)
+    elif len(kept) == h.records_count:
+        return batch  # nothing changes: the producer's bytes, codec and CRC as they were
+    return record_filter.rebuild(h, body, kept, horizon)
+
+
+def _note_horizon(stats: CleanStats, horizon: int) -> None:
+    if stats.earliest_horizon is None or horizon < stats.earliest_horizon:
+        stats.earliest_horizon = horizon
+
+
+def first_uncleanable_offset(log_: Log, rules: CleaningRules, now_ms: int) -> int:
+    """Where cleaning must stop, before the transactions are looked at: the active segment, the
+    high watermark, and the first segment newer than min.compaction.lag.ms."""
+    end = min(log_.active.base_offset, log_.high_watermark)
+    if rules.min_compaction_lag_ms > 0:
+        for seg in log_.segments[:-1]:
+            if seg.size and seg.max_timestamp > now_ms - rules.min_compaction_lag_ms:
+                end = min(end, seg.base_offset)
+                break
+    return end
+
+
+def _clean_in_thread(
+    directory: Path,
+    segments: list[Segment],
+    sizes: list[int],
+    end: int,
+    rules: CleaningRules,
+    now_ms: int,
+    segment_bytes: int,
+) -> tuple[list[Segment], list[Path], CleanStats] | None:
+    txns = scan_transactions(segments, sizes)
+    if txns.first_unstable is not None:
+        end = min(end, txns.first_unstable)
+    dirty = [s for s in segments[:-1] if s.next_offset <= end]
     if not any(s.size for s in dirty):
         return None
-    up_to = log_.log_end_offset
+    tombstones: dict[bytes, int] | None = {} if rules.keeps_history else None
+    latest = offset_map(dirty, txns.aborted, tombstones)
+    paths, stats = write_cleaned(directory, dirty, latest, txns, rules, now_ms, segment_bytes, tombstones)
+    return dirty, paths, stats
+
+
+async def compact(log_: Log, rules: CleaningRules, now_ms: int) -> CleanStats | None:
+    """One cleaning pass over ``log_``; None if nothing could be cleaned."""
+    if len(log_.segments) < 2:
+        return None
+    end = first_uncleanable_offset(log_, rules, now_ms)
     segments = list(log_.segments)
+    sizes = [s.size for s in segments]  # appends go on meanwhile: read what is there now
     loop = asyncio.get_running_loop()
     for seg in segments:
         seg.pin()  # the worker thread reads them; their files must stay open meanwhile
-    outputs: list[Path] = []
     try:
-        aborted, first_unstable = await loop.run_in_executor(None, _transactions, segments, up_to)
-        # Kafka's firstUncleanableOffset: only whole segments below the first unstable offset.
-        up_to = first_unstable
-        cleanable = [s for s, after in itertools.pairwise(segments) if after.base_offset <= up_to]
-        if cleanable != dirty:
-            dirty = cleanable
-            if not any(s.size for s in dirty):
-                return None
-        tombstones: dict[bytes, int] | None = {} if history is not None else None
-        latest = await loop.run_in_executor(None, _offset_map, segments, up_to, aborted, tombstones)
-        outputs, stats = await loop.run_in_executor(
+        result = await loop.run_in_executor(
             None,
-            write_cleaned,
+            _clean_in_thread,
             log_.directory,
-            dirty,
-            latest,
+            segments,
+            sizes,
+            end,
+            rules,
             now_ms,
-            delete_retention_ms,
             log_.config.segment_bytes,
-            aborted,
-            history,
-            tombstones,
         )
     finally:
         for seg in segments:
             seg.unpin()
+    if result is None:
+        return None
+    dirty, outputs, stats = result
     if log_.closed or any(s not in log_.segments for s in dirty):
+        # Retention, DeleteRecords or a topic deletion got there first.
         for p in outputs:
             p.unlink(missing_ok=True)
         return None
@@ -268,50 +390,109 @@ async def clean(
     return stats
 
 
-class LogCleaner:
-    """Cleans registered logs in the background once enough of them is dirty.
+async def clean(
+    log_: Log, now_ms: int, delete_retention_ms: int, history: HistoryRetention | None = None
+) -> CleanStats | None:
+    """One pass over a coordinator log (its rules: ``compaction_rules.CoordinatorRules``)."""
+    return await compact(log_, CoordinatorRules(delete_retention_ms, history=history), now_ms)
 
-    A log is cleaned when the bytes written since its last cleaning make up at least
-    ``min_cleanable_ratio`` (Kafka's log.cleaner.min.cleanable.ratio) of its non-active
-    segments; it is checked every ``backoff_ms`` (log.cleaner.backoff.ms). ``history``: the
-    superseded records it keeps for a while (offsets.history.retention.ms), None for none.
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+@dataclass
+class _Cleanable:
+    rules: Callable[[], CleaningRules]
+    first_dirty: int = 0  # the first offset not cleaned yet (Kafka's cleaner checkpoint)
+    next_horizon: int | None = None  # a delete horizon this cleaner stamped, due then
+
+
+class LogCleaner:
+    """Cleans registered logs in the background (Kafka's LogCleanerManager picking logs).
+
+    A log is cleaned when the bytes written since its last cleaning make up at least its
+    ``min_cleanable_ratio`` (min.cleanable.dirty.ratio) of its cleanable segments, when its
+    oldest dirty record is older than max.compaction.lag.ms, or when a delete horizon the cleaner
+    stamped has passed (the tombstones and markers it guards may go); checked every
+    ``backoff_ms`` (log.cleaner.backoff.ms).
     """
 
     def __init__(
         self,
-        clock: Any,
+        clock: Clock,
         delete_retention_ms: int,
         backoff_ms: int,
         min_cleanable_ratio: float,
         history: HistoryRetention | None = None,
     ) -> None:
         self.clock = clock
+        self.history = history  # what coordinator logs keep as history (offsets.history.retention.ms)
         self.delete_retention_ms = delete_retention_ms
         self.backoff_ms = backoff_ms
         self.min_cleanable_ratio = min_cleanable_ratio
-        self.history = history
-        self.logs: dict[Log, int] = {}  # log -> first offset not cleaned yet
+        self.logs: dict[Log, _Cleanable] = {}
         self.runs = 0
+        self.busy = False  # a pass is running (tests and benchmarks wait on it)
 
-    def register(self, log_: Log) -> None:
-        self.logs.setdefault(log_, 0)
+    def _now(self) -> int:
+        now: int = self.clock.now_ms()
+        return now
+
+    def register(self, log_: Log, rules: Callable[[], CleaningRules] | None = None) -> None:
+        """Clean ``log_`` by ``rules`` (a coordinator log's rules by default)."""
+        if rules is None:
+            coordinator: CleaningRules = CoordinatorRules(
+                self.delete_retention_ms, self.min_cleanable_ratio, history=self.history
+            )
+            self.logs.setdefault(log_, _Cleanable(lambda: coordinator))
+        else:
+            self.logs.setdefault(log_, _Cleanable(rules))
+
+    def unregister(self, log_: Log) -> None:
+        self.logs.pop(log_, None)
 
     def dirty_ratio(self, log_: Log) -> float:
+        entry = self.logs.get(log_)
+        first_dirty = entry.first_dirty if entry is not None else 0
         inactive = log_.segments[:-1]
         total = sum(s.size for s in inactive)
         if total == 0:
             return 0.0
-        clean_up_to = self.logs.get(log_, 0)
-        return sum(s.size for s in inactive if s.base_offset >= clean_up_to) / total
+        return sum(s.size for s in inactive if s.base_offset >= first_dirty) / total
+
+    def needs_cleaning(self, log_: Log) -> bool:
+        entry = self.logs.get(log_)
+        if entry is None or log_.closed or len(log_.segments) < 2:
+            return False
+        rules = entry.rules()
+        now = self._now()
+        if entry.next_horizon is not None and entry.next_horizon <= now:
+            return True
+        if self.dirty_ratio(log_) >= rules.min_cleanable_ratio and self.dirty_ratio(log_) > 0:
+            return True
+        if rules.max_compaction_lag_ms < LONG_MAX:
+            for seg in log_.segments[:-1]:
+                if seg.base_offset >= entry.first_dirty and seg.size:
+                    first = seg.first_batch_timestamp
+                    return first is not None and first >= 0 and now - first > rules.max_compaction_lag_ms
+        return False
 
     async def clean_if_needed(self, log_: Log) -> CleanStats | None:
-        if log_.closed or self.dirty_ratio(log_) < self.min_cleanable_ratio:
+        if not self.needs_cleaning(log_):
             return None
-        end = log_.segments[-1].base_offset
-        stats = await clean(log_, self.clock.now_ms(), self.delete_retention_ms, self.history)
+        entry = self.logs[log_]
+        self.busy = True
+        try:
+            stats = await compact(log_, entry.rules(), self._now())
+        finally:
+            self.busy = False
         if stats is not None:
-            self.logs[log_] = end
+            entry.first_dirty = stats.end_offset
+            entry.next_horizon = stats.earliest_horizon
             self.runs += 1
+        elif entry.next_horizon is not None and entry.next_horizon <= self._now():
+            entry.next_horizon = None
         return stats
 
     async def run(self) -> None:

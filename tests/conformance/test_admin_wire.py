@@ -255,8 +255,8 @@ def test_delete_records_partition_named_twice(broker: BrokerProcess, topic13: st
 
 
 def test_delete_records_refused_without_delete_policy(broker_factory: Any) -> None:
-    """A topic an earlier kcoord accepted as compact: POLICY_VIOLATION, as Kafka answers for
-    cleanup.policy=compact."""
+    """A compact-only topic (its policy set in topics.json, as a topic stored earlier):
+    POLICY_VIOLATION, as Kafka answers for cleanup.policy=compact."""
     b = broker_factory()
     b.create_topic("legacy-compact")
     with b.connect() as c:

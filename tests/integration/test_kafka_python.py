@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
-from kafka.errors import InvalidConfigurationError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kafka.admin import NewPartitions, NewTopic
+from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from tests.harness import BrokerProcess
 
@@ -64,24 +64,6 @@ def test_admin_create_and_delete_topics(admin: KafkaAdminClient, unique_topic: s
     assert not set(names) & set(admin.list_topics())
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.delete_topics([names[0]])
-
-
-def test_compacted_topics_are_refused_until_kcoord_compacts(
-    admin: KafkaAdminClient, unique_topic: str
-) -> None:
-    """cleanup.policy=compact would not be honoured (kcoord does not compact data topics), and
-    retention would delete what a compacted topic keeps: INVALID_CONFIG, and nothing changes."""
-    for policy in ("compact", "compact,delete"):
-        with pytest.raises(InvalidConfigurationError):
-            admin.create_topics([NewTopic(unique_topic, 1, 1, topic_configs={"cleanup.policy": policy})])
-    assert unique_topic not in admin.list_topics()
-    admin.create_topics([NewTopic(unique_topic, 1, 1)])
-    resource = ConfigResource(ConfigResourceType.TOPIC, unique_topic, configs={"cleanup.policy": "compact"})
-    result = admin.alter_configs([resource])["topic"][unique_topic]
-    assert "InvalidConfigurationError" in str(result) and "does not compact" in str(result)
-    wanted = ConfigResource(ConfigResourceType.TOPIC, unique_topic, configs={"cleanup.policy": None})
-    described = admin.describe_configs([wanted], config_filter="all")["topic"][unique_topic]
-    assert described["cleanup.policy"]["value"] == "delete"
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])

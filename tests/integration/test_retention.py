@@ -42,8 +42,8 @@ def test_expired_records_are_deleted_and_the_log_start_moves(broker_factory) -> 
 
 
 def test_a_topic_stored_as_compact_is_never_retention_deleted(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    """An earlier kcoord accepted cleanup.policy=compact without compacting; retention must not
-    delete such a topic's records (Kafka deletes by time or size only under cleanup.policy=delete)."""
+    """Retention must not delete a compact-only topic's records (Kafka deletes by time or size only
+    under cleanup.policy=delete); the policy is set in topics.json, as a topic stored earlier."""
     import json
 
     broker: BrokerProcess = broker_factory(["--log-retention-check-interval-ms", "100"])

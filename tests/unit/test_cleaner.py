@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kcoord.protocol import records
-from kcoord.storage.cleaner import HistoryRetention, LogCleaner, clean, write_cleaned
+from kcoord.storage.cleaner import HistoryRetention, LogCleaner, TxnScan, clean, write_cleaned
+from kcoord.storage.compaction_rules import CoordinatorRules
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import CLEANING_FILE, Log, LogConfig
 
@@ -91,7 +92,7 @@ def _interrupted_swap(tmp_path: Path, stage: str) -> tuple[Path, list, list]:
     latest: dict[bytes, int] = {}
     for o, k, _v in original:
         latest[k] = o  # type: ignore[index]
-    outputs, _ = write_cleaned(d, dirty, latest, now, DAY, 400)
+    outputs, _ = write_cleaned(d, dirty, latest, TxnScan(), CoordinatorRules(DAY), now, 400)
     if stage == "cleaned":
         pass
     else:
@@ -145,7 +146,7 @@ def test_cleaner_waits_for_enough_dirty_data(tmp_path: Path) -> None:
     assert asyncio.run(cleaner.clean_if_needed(lg)) is None  # all clean now
 
 
-# --- transactions (Kafka's cleaner: LogCleaner.cleanSegments with its transaction metadata) --------
+# --- from the transaction durability work: transactions through the cleaner ----------------------
 def put_txn(lg: Log, pid: int, entries: list[tuple[bytes, bytes | None]], ts: int) -> None:
     data = records.build_batch(
         entries, ts, producer_id=pid, producer_epoch=0, attributes=records.ATTR_TRANSACTIONAL

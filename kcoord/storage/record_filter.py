@@ -1,0 +1,200 @@
+"""Rewriting one v2 batch with some of its records: Kafka's MemoryRecords.filterTo.
+
+The cleaner decides which records of a batch survive; this module reads a batch's records
+(decompressing them with the batch's codec) and builds the batch that holds the survivors, as
+Kafka's cleaner does:
+
+- the base offset and the last offset delta of the original batch are kept, so that the
+  producer's last sequence number (base sequence + last offset delta) survives compaction and
+  an idempotent producer never sees OUT_OF_ORDER_SEQUENCE afterwards; every retained record
+  keeps its offset delta, so consumers see the same offsets;
+- records are copied as bytes (attributes, key, value, headers untouched); only their timestamp
+  delta is re-encoded when the batch's base timestamp becomes a delete horizon (KIP-534: the
+  ``0x40`` attribute, the base timestamp holding the time after which the batch's tombstones
+  and markers may go), so every record keeps its timestamp;
+- the producer id, epoch, base sequence, transactional and control flags and timestamp type are
+  kept; the records are recompressed with the batch's codec; the CRC is computed afresh;
+- a batch whose records are all gone may be kept as an empty header (no records) when it is its
+  producer's last batch, so that its sequence numbers survive (Kafka's RETAIN_EMPTY).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c as _crc32c
+from kafka.codec import (
+    gzip_decode,
+    gzip_encode,
+    lz4_decode,
+    lz4_encode,
+    snappy_decode,
+    snappy_encode,
+    zstd_decode,
+    zstd_encode,
+)
+
+from kcoord.protocol import records
+from kcoord.protocol.records import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+
+ATTR_DELETE_HORIZON = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is a horizon
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_U32 = struct.Struct(">I")
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+
+
+class RawRecord(NamedTuple):
+    """One record of a decoded batch: its offset and timestamp, its key, whether it is a
+    tombstone, and where its bytes lie in the batch's uncompressed records (``start`` at its
+    attributes, ``after_ts`` just after its timestamp delta, ``end`` after its headers)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    tombstone: bool
+    start: int
+    after_ts: int
+    end: int
+
+
+def delete_horizon(h: BatchHeader) -> int | None:
+    """The batch's delete horizon (KIP-534), if a cleaner set one."""
+    return h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
+
+
+def records_body(batch: bytes | memoryview, h: BatchHeader) -> bytes:
+    """The batch's records, uncompressed."""
+    data = bytes(memoryview(batch)[HEADER_SIZE : h.size])
+    codec = h.compression
+    if codec == 0:
+        return data
+    if codec == GZIP:
+        return bytes(gzip_decode(data))
+    if codec == SNAPPY:
+        return bytes(snappy_decode(data))
+    if codec == LZ4:
+        return bytes(lz4_decode(data))
+    if codec == ZSTD:
+        return bytes(zstd_decode(data))
+    raise records.InvalidBatch(f"unknown compression codec {codec}")
+
+
+def _compress(codec: int, body: bytes) -> bytes:
+    if codec == 0:
+        return body
+    if codec == GZIP:
+        return bytes(gzip_encode(body))
+    if codec == SNAPPY:
+        return bytes(snappy_encode(body))
+    if codec == LZ4:
+        return bytes(lz4_encode(body))
+    if codec == ZSTD:
+        return bytes(zstd_encode(body))
+    raise records.InvalidBatch(f"unknown compression codec {codec}")
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _zigzag(value: int) -> bytes:
+    out = bytearray()
+    v = (value << 1) ^ (value >> 63)
+    while v & ~0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
+    """Every record of a batch, from its uncompressed records."""
+    pos = 0
+    base, base_ts = h.base_offset, h.base_timestamp
+    append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None
+    for _ in range(h.records_count):
+        length, pos = _varint(body, pos)
+        start = pos
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _varint(body, pos)
+        after_ts = pos
+        off_delta, pos = _varint(body, pos)
+        klen, pos = _varint(body, pos)
+        key = None if klen < 0 else body[pos : pos + klen]
+        pos += max(klen, 0)
+        vlen, pos = _varint(body, pos)
+        ts = append_time if append_time is not None else base_ts + ts_delta
+        yield RawRecord(base + off_delta, ts, key, vlen < 0, start, after_ts, end)
+        pos = end
+
+
+def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int | None = None) -> bytearray:
+    """The batch ``h`` holding only ``kept`` (records of ``body``, in order), with ``horizon``
+    as its delete horizon if given (else the batch's own, if it has one). With nothing kept it
+    is the empty batch Kafka keeps for a producer's last batch."""
+    attributes = h.attributes
+    if horizon is None:
+        horizon = delete_horizon(h)
+    if not kept:
+        # Kafka's writeEmptyHeader: no records, no compression, both timestamps the batch's max.
+        attributes &= ~(records.ATTR_COMPRESSION_MASK | ATTR_DELETE_HORIZON)
+        return _finish(h, attributes, h.max_timestamp, h.max_timestamp, b"", 0)
+    append_time = bool(attributes & ATTR_TIMESTAMP_TYPE)
+    if horizon is not None:
+        attributes |= ATTR_DELETE_HORIZON
+        base_ts = horizon
+    else:
+        base_ts = h.base_timestamp
+    parts: list[bytes] = []
+    for r in kept:
+        if base_ts == h.base_timestamp:
+            rec = body[r.start : r.end]
+        else:
+            rec = b"".join(
+                (
+                    body[r.start : r.start + 1],
+                    _zigzag((h.max_timestamp if append_time else r.timestamp) - base_ts),
+                    body[r.after_ts : r.end],
+                )
+            )
+        parts.append(_zigzag(len(rec)))
+        parts.append(rec)
+    max_ts = h.max_timestamp if append_time else max(r.timestamp for r in kept)
+    payload = _compress(h.compression, b"".join(parts))
+    return _finish(h, attributes, base_ts, max_ts, payload, len(kept))
+
+
+def _finish(
+    h: BatchHeader, attributes: int, base_ts: int, max_ts: int, payload: bytes, count: int
+) -> bytearray:
+    header = _HEADER.pack(
+        h.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        h.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        h.last_offset_delta,
+        base_ts,
+        max_ts,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        count,
+    )
+    batch = bytearray(header)
+    batch += payload
+    _U32.pack_into(batch, records.CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[records.ATTRIBUTES_OFFSET :]))
+    return batch
