@@ -3,7 +3,9 @@
 Behaviour / version notes:
 - record batches must be message format v2 with a valid CRC32C (CORRUPT_MESSAGE otherwise) and
   consistent record counts (INVALID_RECORD); they are stored as sent, with the broker's offsets
-  and leader epoch stamped in (and LogAppendTime applied when the topic asks for it);
+  and leader epoch stamped in (and LogAppendTime applied when the topic asks for it), unless the
+  topic's compression.type names a codec other than the batch's: then the batch is recompressed
+  with it first (dataplane/compression), and checked against max.message.bytes again;
 - a batch over the topic's max.message.bytes is MESSAGE_TOO_LARGE, a request for one partition
   over segment.bytes RECORD_LIST_TOO_LARGE, timestamps outside message.timestamp.before/after.max.ms
   INVALID_TIMESTAMP;
@@ -37,7 +39,7 @@ from typing import Any
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
-from kcoord.dataplane import compaction
+from kcoord.dataplane import compaction, compression
 from kcoord.dataplane.partitions import Partition
 from kcoord.dataplane.topic_config import effective
 from kcoord.protocol import records
@@ -226,6 +228,19 @@ def append_records(
             raise KafkaError(
                 ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of range of broker time {now}"
             )
+    codec = compression.topic_codec(configs, cfg)
+    if codec is not None:
+        data, headers = compression.apply_topic_codec(data, headers, codec)
+        # Kafka checks the sizes again when recompression changed them (UnifiedLog.append).
+        for h in headers:
+            if h.size > max_batch:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {h.size} bytes after recompression is larger than max.message.bytes "
+                    f"{max_batch}",
+                )
+        if len(data) > int(effective("segment.bytes", configs, cfg)):
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
     return part.append_from_client(data, headers, now, log_append_time)
 
 

@@ -1,7 +1,7 @@
 """Topic-level configs: Kafka's names, types and defaults (LogConfig / TopicConfig).
 
 Every Kafka topic config can be described. Configs kcoord acts on can be set to any valid
-value; the others (replication, tiered storage, compression re-encoding, ...) accept only
+value; the others (replication, tiered storage, ...) accept only
 their default, so that a client is told clearly instead of being silently ignored.
 """
 
@@ -70,13 +70,23 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "compression.type",
             TYPE_STRING,
             "producer",
-            False,
-            "Batches are stored as produced.",
+            True,
+            "producer: batches are stored as the producer compressed them; uncompressed, gzip, "
+            "snappy, lz4, zstd: batches with another codec are recompressed with this one on append.",
             "compression.type",
+            ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
         ),
-        _c("compression.gzip.level", TYPE_INT, -1, False, "Unused: no re-compression."),
-        _c("compression.lz4.level", TYPE_INT, 9, False, "Unused: no re-compression."),
-        _c("compression.zstd.level", TYPE_INT, 3, False, "Unused: no re-compression."),
+        _c(
+            "compression.gzip.level",
+            TYPE_INT,
+            -1,
+            True,
+            "gzip level when compression.type=gzip recompresses (-1: zlib's default).",
+        ),
+        _c("compression.lz4.level", TYPE_INT, 9, True, "lz4 level when compression.type=lz4 recompresses."),
+        _c(
+            "compression.zstd.level", TYPE_INT, 3, True, "zstd level when compression.type=zstd recompresses."
+        ),
         _c(
             "delete.retention.ms",
             TYPE_LONG,
@@ -211,8 +221,43 @@ def _check_type(d: TopicConfigDef, value: str) -> None:
             raise ValueError
     except ValueError:
         raise InvalidTopicConfig(f"invalid value {value!r} for {d.name}") from None
+    if d.name == "compression.type" and value not in (d.choices or ()):
+        # Kafka's ConfigDef.ValidString message.
+        raise InvalidTopicConfig(
+            f"Invalid value {value} for configuration {d.name}: String must be one of: "
+            + ", ".join(d.choices or ())
+        )
     if d.choices is not None and value not in d.choices:
         raise InvalidTopicConfig(f"invalid value {value!r} for {d.name}: one of {', '.join(d.choices)}")
+
+
+# Kafka's ranges of the codec levels (GzipCompression, Lz4Compression, ZstdCompression).
+_LEVELS = {
+    "compression.gzip.level": (1, 9),
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
+}
+
+
+def _check_level(name: str, level: int) -> None:
+    bounds = _LEVELS.get(name)
+    if bounds is None:
+        return
+    low, high = bounds
+    if name == "compression.gzip.level":
+        if level != -1 and not low <= level <= high:
+            raise InvalidTopicConfig(
+                f"Invalid value {level} for configuration {name}: Value must be between {low} and "
+                f"{high} or equal to -1"
+            )
+    elif level < low:
+        raise InvalidTopicConfig(
+            f"Invalid value {level} for configuration {name}: Value must be at least {low}"
+        )
+    elif level > high:
+        raise InvalidTopicConfig(
+            f"Invalid value {level} for configuration {name}: Value must be no more than {high}"
+        )
 
 
 def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig) -> dict[str, str]:
@@ -238,6 +283,7 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
             raise InvalidTopicConfig(
                 f"Invalid value {value} for configuration {name}: Value must be at least 1"
             )
+        _check_level(name, int(value) if name in _LEVELS else 0)
         if not d.honoured and value != d.default(broker):
             raise InvalidTopicConfig(
                 f"kcoord does not implement {name}; only its default {d.default(broker)!r} is accepted"

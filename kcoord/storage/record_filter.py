@@ -20,11 +20,14 @@ Kafka's cleaner does:
 
 from __future__ import annotations
 
+import gzip
 import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c as _crc32c
+import lz4.frame
+import zstandard
 from kafka.codec import (
     gzip_decode,
     gzip_encode,
@@ -83,17 +86,26 @@ def records_body(batch: bytes | memoryview, h: BatchHeader) -> bytes:
     raise records.InvalidBatch(f"unknown compression codec {codec}")
 
 
-def _compress(codec: int, body: bytes) -> bytes:
+def compress(codec: int, body: bytes, level: int | None = None) -> bytes:
+    """``body`` compressed with ``codec`` (Kafka's attribute ids), at ``level`` if given (the
+    topic's compression.*.level; None: the library default kafka-python's producer uses)."""
     if codec == 0:
         return body
     if codec == GZIP:
-        return bytes(gzip_encode(body))
+        if level is None:
+            return bytes(gzip_encode(body))
+        return gzip.compress(body, compresslevel=level, mtime=0)
     if codec == SNAPPY:
         return bytes(snappy_encode(body))
     if codec == LZ4:
-        return bytes(lz4_encode(body))
+        if level is None:
+            return bytes(lz4_encode(body))
+        # Kafka reads only independent blocks, as kafka-python's lz4_encode writes them.
+        return bytes(lz4.frame.compress(body, compression_level=level, block_linked=False))
     if codec == ZSTD:
-        return bytes(zstd_encode(body))
+        if level is None:
+            return bytes(zstd_encode(body))
+        return bytes(zstandard.ZstdCompressor(level=level).compress(body))
     raise records.InvalidBatch(f"unknown compression codec {codec}")
 
 
@@ -172,8 +184,22 @@ def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int
         parts.append(_zigzag(len(rec)))
         parts.append(rec)
     max_ts = h.max_timestamp if append_time else max(r.timestamp for r in kept)
-    payload = _compress(h.compression, b"".join(parts))
+    payload = compress(h.compression, b"".join(parts))
     return _finish(h, attributes, base_ts, max_ts, payload, len(kept))
+
+
+def recompress(batch: bytes | memoryview, h: BatchHeader, codec: int, level: int | None = None) -> bytearray:
+    """The batch ``h`` (``batch`` holds just it) with its records compressed by ``codec``: what
+    Kafka's LogValidator stores when the topic's compression.type differs from the producer's.
+
+    Records are copied as bytes, so every record keeps its offset delta, timestamp, key, value
+    and headers; the producer id, epoch, base sequence, leader epoch, transactional flag and
+    timestamp type are kept (an idempotent producer's duplicates are still recognised); only the
+    codec bits, the length and the CRC change."""
+    body = records_body(batch, h)
+    attributes = (h.attributes & ~records.ATTR_COMPRESSION_MASK) | codec
+    payload = compress(codec, body, level)
+    return _finish(h, attributes, h.base_timestamp, h.max_timestamp, payload, h.records_count)
 
 
 def _finish(
