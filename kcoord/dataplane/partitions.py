@@ -419,6 +419,8 @@ class PartitionManager:
             retention_ms=int(effective("retention.ms", configs, c)),
             retention_bytes=int(effective("retention.bytes", configs, c)),
             index_interval_bytes=int(effective("index.interval.bytes", configs, c)),
+            flush_messages=int(effective("flush.messages", configs, c)),
+            flush_ms=int(effective("flush.ms", configs, c)),
         )
 
     def _open_partition(self, topic: Topic, index: int) -> Partition:

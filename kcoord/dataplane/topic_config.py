@@ -96,8 +96,20 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "log.cleaner.delete.retention.ms",
         ),
         _c("file.delete.delay.ms", TYPE_LONG, 60000, False, "Files are deleted at once."),
-        _c("flush.messages", TYPE_LONG, LONG_MAX, False, "See log.flush.policy."),
-        _c("flush.ms", TYPE_LONG, LONG_MAX, False, "See log.flush.policy."),
+        _c(
+            "flush.messages",
+            TYPE_LONG,
+            LONG_MAX,
+            True,
+            "fsync once this many messages are unsynced (log.flush.policy=always syncs every write).",
+        ),
+        _c(
+            "flush.ms",
+            TYPE_LONG,
+            LONG_MAX,
+            True,
+            "fsync at the latest this long after a write (log.flush.policy=always syncs every write).",
+        ),
         _c("follower.replication.throttled.replicas", TYPE_LIST, "", False, "No replication."),
         _c(
             "index.interval.bytes",
@@ -275,11 +287,11 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
                 f"Invalid value {value} for configuration min.cleanable.dirty.ratio: Value must be "
                 "no more than 1 and at least 0"
             )
-        if name in ("min.compaction.lag.ms", "delete.retention.ms") and int(value) < 0:
+        if name in ("min.compaction.lag.ms", "delete.retention.ms", "flush.ms") and int(value) < 0:
             raise InvalidTopicConfig(
                 f"Invalid value {value} for configuration {name}: Value must be at least 0"
             )
-        if name == "max.compaction.lag.ms" and int(value) < 1:
+        if name in ("max.compaction.lag.ms", "flush.messages") and int(value) < 1:
             raise InvalidTopicConfig(
                 f"Invalid value {value} for configuration {name}: Value must be at least 1"
             )

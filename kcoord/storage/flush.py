@@ -7,6 +7,11 @@ coordinators) share each fsync: group commit.
 ``interval``: every ``log.flush.interval.ms`` the same round runs; writers do not wait.
 ``os``: the page cache decides; fsync happens only on segment roll and clean shutdown.
 
+Under ``interval`` and ``os`` a topic's ``flush.messages`` and ``flush.ms`` add Kafka's per-log
+limits (the log asks for them, see ``Log.append``): a round runs as soon as that many appended
+messages are unsynced, and at the latest that long after an append. Under ``always`` nothing
+stays unsynced past its round, which is stricter than any such limit.
+
 A round with several files to sync (commits of many groups touch many coordinator partitions)
 makes one ``syncfs(2)`` on the log directory's filesystem instead of one fdatasync per file: the
 kernel writes back and waits for every dirty file of that filesystem and commits its journal
@@ -90,6 +95,8 @@ class Flusher:
             ROUNDS_IN_FLIGHT, thread_name_prefix="kcoord-fsync"
         )
         self._fs = _FilesystemSync.open(directory) if directory is not None else None
+        # Logs with a flush.ms deadline pending -> the timer that runs a round for them.
+        self._deadlines: dict[Log, asyncio.TimerHandle] = {}
 
     @property
     def waits_for_disk(self) -> bool:
@@ -101,6 +108,9 @@ class Flusher:
 
     async def stop(self) -> None:
         """Flush everything still dirty, then stop."""
+        for timer in self._deadlines.values():
+            timer.cancel()  # the last round below syncs those logs anyway
+        self._deadlines.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -118,6 +128,23 @@ class Flusher:
         self._dirty[target] = target.log_end_offset
         if (urgent or self.policy == "always") and self._wakeup is not None:
             self._wakeup.set()
+
+    def flush_within(self, target: Log, ms: int) -> None:
+        """Have a round sync ``target`` at the latest ``ms`` from now (a topic's flush.ms): one
+        timer per log, armed by the first unsynced append after the previous deadline, so no
+        appended byte waits longer than ``ms`` for its fsync. Only while the flusher runs (as
+        urgent rounds): a stopped flusher syncs everything when it stops."""
+        if self._wakeup is None or target in self._deadlines:
+            return
+        loop = asyncio.get_running_loop()
+        # Event-loop timers overflow far below Long.MAX_VALUE ms; syncing earlier than asked is
+        # always allowed, so a longer deadline is capped at about 24 days.
+        delay = min(max(ms, 0), MAX_DEADLINE_MS) / 1000
+        self._deadlines[target] = loop.call_later(delay, self._deadline_due, target)
+
+    def _deadline_due(self, target: Log) -> None:
+        del self._deadlines[target]
+        self.mark_dirty(target, urgent=True)
 
     def when_durable(self, target: Log, callback: DurableCallback) -> None:
         """Call ``callback(None)`` once ``target``'s current end is durable, or with the error that
@@ -242,6 +269,8 @@ def _run_callbacks(callbacks: list[DurableCallback], error: BaseException | None
         except Exception:  # one writer's bug must not keep the others' answers back
             log.exception("flush callback failed")
 
+
+MAX_DEADLINE_MS = 2**31 - 1
 
 # Two, not more: a round that overlaps a failed one must fail with it; with two in flight the
 # only round that can overlap another is the one right after it, which is the one that inherits

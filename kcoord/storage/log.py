@@ -46,6 +46,8 @@ START_OFFSET_FILE = "log-start-offset"
 # group's records, and reading whole segments (up to offsets.topic.segment.bytes) at once doubled
 # the broker's memory after loading 1 M records (67 -> 140 MB RSS).
 READ_WINDOW_BYTES = 4 << 20
+# flush.messages / flush.ms default (Kafka's Long.MAX_VALUE): the flush policy alone decides.
+FLUSH_NEVER = 9223372036854775807
 
 
 class OffsetOutOfRange(Exception):
@@ -82,6 +84,10 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3_600_000  # -1: keep forever
     retention_bytes: int = -1
     index_interval_bytes: int = 4096
+    # Kafka's flush.messages / flush.ms: sync once this many messages are unsynced, and at the
+    # latest this long after an append (only matters below log.flush.policy=always).
+    flush_messages: int = FLUSH_NEVER
+    flush_ms: int = FLUSH_NEVER
 
 
 @dataclass
@@ -219,7 +225,17 @@ class Log:
         self.active.append(data, headers)
         if not self.flusher.waits_for_disk:
             self._advance_hw(self.log_end_offset)
+            self._apply_flush_limits()
         return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+
+    def _apply_flush_limits(self) -> None:
+        """flush.messages and flush.ms, as Kafka's UnifiedLog: unflushed messages are counted
+        from the last offset a round synced (Kafka's recovery point)."""
+        cfg = self.config
+        if self.log_end_offset - self.flushed_offset >= cfg.flush_messages:
+            self.flusher.mark_dirty(self, urgent=True)
+        elif cfg.flush_ms < FLUSH_NEVER:
+            self.flusher.flush_within(self, cfg.flush_ms)
 
     def _should_roll(self, incoming: int, incoming_ts: int, now_ms: int) -> bool:
         seg = self.active
