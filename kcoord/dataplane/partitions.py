@@ -421,6 +421,7 @@ class PartitionManager:
             index_interval_bytes=int(effective("index.interval.bytes", configs, c)),
             flush_messages=int(effective("flush.messages", configs, c)),
             flush_ms=int(effective("flush.ms", configs, c)),
+            roll_jitter_ms=int(effective("segment.jitter.ms", configs, c)),
         )
 
     def _open_partition(self, topic: Topic, index: int) -> Partition:
@@ -586,7 +587,7 @@ class PartitionManager:
         segment, so an idle topic would otherwise never be compacted."""
         active = p.log.active
         first = active.first_batch_timestamp
-        if active.size and first is not None and first >= 0 and now - first > p.log.config.roll_ms:
+        if active.size and first is not None and first >= 0 and now - first > p.log.roll_after_ms:
             p.log.roll()
 
 

@@ -205,7 +205,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "log.segment.bytes",
         ),
         _c("segment.index.bytes", TYPE_INT, 10485760, False, "Indexes grow as needed."),
-        _c("segment.jitter.ms", TYPE_LONG, 0, False, "No roll jitter."),
+        _c(
+            "segment.jitter.ms",
+            TYPE_LONG,
+            0,
+            True,
+            "Each segment rolls up to this much (random) before segment.ms.",
+        ),
         _c(
             "segment.ms",
             TYPE_LONG,
@@ -287,7 +293,10 @@ def validate_topic_configs(configs: dict[str, str | None], broker: BrokerConfig)
                 f"Invalid value {value} for configuration min.cleanable.dirty.ratio: Value must be "
                 "no more than 1 and at least 0"
             )
-        if name in ("min.compaction.lag.ms", "delete.retention.ms", "flush.ms") and int(value) < 0:
+        if (
+            name in ("min.compaction.lag.ms", "delete.retention.ms", "flush.ms", "segment.jitter.ms")
+            and int(value) < 0
+        ):
             raise InvalidTopicConfig(
                 f"Invalid value {value} for configuration {name}: Value must be at least 0"
             )

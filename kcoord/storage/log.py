@@ -14,6 +14,7 @@ import bisect
 import dataclasses
 import json
 import os
+import random
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -88,6 +89,9 @@ class LogConfig:
     # latest this long after an append (only matters below log.flush.policy=always).
     flush_messages: int = FLUSH_NEVER
     flush_ms: int = FLUSH_NEVER
+    # Kafka's segment.jitter.ms: each segment rolls a random [0, min(jitter, roll_ms)) earlier,
+    # so that partitions created together do not all roll at once.
+    roll_jitter_ms: int = 0
 
 
 @dataclass
@@ -114,6 +118,9 @@ class Log:
         # written to it (the data plane snapshots producer state there).
         self.roll_listeners: list[Callable[[int], None]] = []
         self.closed = False
+        self._rng = random.Random()
+        # The active segment's jitter, drawn when it was created (Kafka's LogSegment.rollJitterMs).
+        self.active_roll_jitter_ms = 0
 
     # --- opening ---------------------------------------------------------------------------
     @classmethod
@@ -177,7 +184,18 @@ class Log:
         self.log_start_offset = max(self.segments[0].base_offset, checkpoint)
         self.flushed_offset = self.log_end_offset
         self.high_watermark = self.log_end_offset
+        self.active_roll_jitter_ms = self._draw_jitter()
         return self
+
+    def _draw_jitter(self) -> int:
+        """Kafka's LogConfig.randomSegmentJitter."""
+        bound = min(self.config.roll_jitter_ms, self.config.roll_ms)
+        return self._rng.randrange(bound) if bound > 0 else 0
+
+    @property
+    def roll_after_ms(self) -> int:
+        """How old the active segment may get before it rolls: segment.ms less its jitter."""
+        return self.config.roll_ms - self.active_roll_jitter_ms
 
     def _read_start_offset(self) -> int:
         try:
@@ -245,7 +263,7 @@ class Log:
             return True
         first_ts = seg.first_batch_timestamp
         waited = incoming_ts - first_ts if first_ts is not None and first_ts >= 0 else 0
-        return waited > self.config.roll_ms
+        return waited > self.roll_after_ms
 
     def roll(self) -> Segment:
         """Close the active segment for appends and start a new one at the log end."""
@@ -259,6 +277,7 @@ class Log:
         seg.persist_indexes(keep_open=True)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
+        self.active_roll_jitter_ms = self._draw_jitter()
         # Rolled segments are fsynced whatever the policy, as Kafka flushes on roll.
         self.flusher.mark_dirty(self, urgent=True)
         for listener in self.roll_listeners:

@@ -103,6 +103,7 @@ def test_without_limits_os_never_syncs_before_a_roll(tmp_path: Path) -> None:
 
 
 def test_topic_configs_reach_the_log(tmp_path: Path) -> None:
+    """flush.messages, flush.ms and segment.jitter.ms from the topic's configs to its logs."""
     from kcoord.clock import ManualClock
     from kcoord.config import BrokerConfig
     from kcoord.dataplane.partitions import PartitionManager
@@ -111,9 +112,10 @@ def test_topic_configs_reach_the_log(tmp_path: Path) -> None:
     pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(0))
     pm.open()
     try:
-        topic = pm.create_topic("t", 1, {"flush.messages": "2"})
+        topic = pm.create_topic("t", 1, {"flush.messages": "2", "segment.jitter.ms": "5000"})
         log_ = topic.partitions[0].log
         assert (log_.config.flush_messages, log_.config.flush_ms) == (2, 9223372036854775807)
+        assert log_.config.roll_jitter_ms == 5000 and 0 <= log_.active_roll_jitter_ms < 5000
         pm.alter_topic_configs(topic, pm.validate_configs({"flush.ms": "100"}))
         assert (log_.config.flush_messages, log_.config.flush_ms) == (9223372036854775807, 100)
         for bad, message in [
@@ -122,6 +124,10 @@ def test_topic_configs_reach_the_log(tmp_path: Path) -> None:
                 "Invalid value 0 for configuration flush.messages: Value must be at least 1",
             ),
             ({"flush.ms": "-1"}, "Invalid value -1 for configuration flush.ms: Value must be at least 0"),
+            (
+                {"segment.jitter.ms": "-1"},
+                "Invalid value -1 for configuration segment.jitter.ms: Value must be at least 0",
+            ),
         ]:
             with pytest.raises(KafkaError) as e:
                 pm.validate_configs(bad)  # type: ignore[arg-type]

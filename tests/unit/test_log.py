@@ -116,6 +116,35 @@ def test_roll_by_time_uses_the_first_batch_timestamp(tmp_path: Path) -> None:
     assert len(log.segments) == 2
 
 
+def test_segment_jitter_rolls_each_segment_a_random_while_earlier(tmp_path: Path) -> None:
+    """segment.jitter.ms: each segment draws its jitter in [0, min(jitter, roll_ms)) when it is
+    created, and rolls once it waited longer than roll_ms less that jitter (Kafka)."""
+    log = open_log(tmp_path, roll_ms=1000, roll_jitter_ms=800)
+    jitters = []
+    ts = T0
+    for _ in range(40):
+        jitter = log.active_roll_jitter_ms
+        jitters.append(jitter)
+        assert 0 <= jitter < 800
+        first = ts
+        append(log, [first])
+        segments = len(log.segments)
+        append(log, [first + 1000 - jitter])  # waited exactly roll_ms - jitter: not more
+        assert len(log.segments) == segments
+        ts = first + 1001 - jitter
+        append(log, [ts])
+        assert len(log.segments) == segments + 1
+    assert len(set(jitters)) > 1  # drawn per segment, not once per log
+    # The jitter is bounded by roll_ms too.
+    capped = open_log(tmp_path / "capped", roll_ms=10, roll_jitter_ms=1_000_000)
+    for _ in range(50):
+        assert 0 <= capped.active_roll_jitter_ms < 10
+        append(capped, [T0])
+        capped.roll()
+    no_jitter = open_log(tmp_path / "none", roll_ms=1000)
+    assert no_jitter.active_roll_jitter_ms == 0
+
+
 def test_empty_active_segment_is_not_rolled(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     assert log.roll() is log.active
