@@ -7,8 +7,9 @@ Behaviour / version notes:
   topic's compression.type names a codec other than the batch's: then the batch is recompressed
   with it first (dataplane/compression), and checked against max.message.bytes again;
 - a batch over the topic's max.message.bytes is MESSAGE_TOO_LARGE, a request for one partition
-  over segment.bytes RECORD_LIST_TOO_LARGE, timestamps outside message.timestamp.before/after.max.ms
-  INVALID_TIMESTAMP;
+  over segment.bytes RECORD_LIST_TOO_LARGE, a record timestamp outside
+  message.timestamp.before/after.max.ms INVALID_TIMESTAMP (under CreateTime; the records are read
+  only when before.max.ms is set or the batch's max timestamp is out of range);
 - idempotent producers are checked per partition (see producer_state); a duplicate of one of
   the last five batches is answered with the original offsets and no error;
 - acks=0 gets no response, acks=1 is answered once the batch is in the log, acks=-1 once the
@@ -41,11 +42,12 @@ from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
 from kcoord.dataplane import compaction, compression
 from kcoord.dataplane.partitions import Partition
-from kcoord.dataplane.topic_config import effective
+from kcoord.dataplane.topic_config import LONG_MAX, effective
 from kcoord.protocol import records
 from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.records import InvalidBatch
+from kcoord.storage import record_filter
 
 _Resp = response_class(ApiKey.Produce)
 _TopicResp = _Resp.TopicProduceResponse
@@ -224,10 +226,8 @@ def append_records(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
             )
-        if not log_append_time and (h.max_timestamp - now > after_max or now - h.base_timestamp > before_max):
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of range of broker time {now}"
-            )
+        if not log_append_time:
+            _check_timestamps(data, h, now, before_max, after_max)
     codec = compression.topic_codec(configs, cfg)
     if codec is not None:
         data, headers = compression.apply_topic_codec(data, headers, codec)
@@ -242,6 +242,38 @@ def append_records(
         if len(data) > int(effective("segment.bytes", configs, cfg)):
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
     return part.append_from_client(data, headers, now, log_append_time)
+
+
+def _check_timestamps(
+    data: bytearray, h: records.BatchHeader, now: int, before_max: int, after_max: int
+) -> None:
+    """message.timestamp.before.max.ms / after.max.ms under CreateTime (Kafka's LogValidator
+    .validateTimestamp, with its message). The batch's max timestamp (covered by the CRC) bounds
+    every record from above, so the future is checked without reading the records; the past
+    needs the records' own timestamps, read only when before.max.ms is set (its default,
+    Long.MAX_VALUE, accepts every timestamp)."""
+    too_new = h.max_timestamp - now > after_max
+    if not too_new and before_max >= LONG_MAX:
+        return
+    # The base timestamp is the first record's, not the smallest: every record is looked at.
+    batch = memoryview(data)[h.position : h.position + h.size]
+    for r in record_filter.iter_raw(record_filter.records_body(batch, h), h):
+        if now - r.timestamp > before_max or r.timestamp - now > after_max:
+            low = now - before_max if before_max < LONG_MAX else "-inf"
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"Timestamp {r.timestamp} of message with offset {r.offset} is out of "
+                f"range. The timestamp should be within [{low}, {now + after_max}]",
+            )
+    if too_new:
+        # Every record is in range but the batch claims a later max timestamp (a broken
+        # producer): Kafka would store the records' real max; kcoord stores batches as sent, so
+        # it refuses the batch instead of keeping a wrong max timestamp.
+        raise KafkaError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"Batch max timestamp {h.max_timestamp} is above every record's timestamp and out of "
+            f"range. The timestamp should be at most {now + after_max}",
+        )
 
 
 def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
