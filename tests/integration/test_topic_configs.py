@@ -137,3 +137,56 @@ def test_bad_compression_configs_change_nothing(cadmin: AdminClient, unique_topi
         assert f"Invalid value {value} for configuration {key}" in e.value.args[0].str()
     configs = describe(cadmin, unique_topic)
     assert (configs["compression.type"], configs["compression.zstd.level"]) == ("gzip", "3")
+
+
+def test_append_configs_through_real_clients(
+    broker: BrokerProcess, cadmin: AdminClient, unique_topic: str
+) -> None:
+    """LogAppendTime, the flush limits and segment jitter set by Admin, read back by
+    DescribeConfigs, and what producers and consumers see of them."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    configs = {
+        "message.timestamp.type": "LogAppendTime",
+        "flush.messages": "1",
+        "flush.ms": "100",
+        "segment.jitter.ms": "60000",
+    }
+    create(cadmin, unique_topic, configs)
+    described = describe(cadmin, unique_topic)
+    assert {k: described[k] for k in configs} == configs
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    before = int(time.time() * 1000)
+    producer.produce(unique_topic, key=b"k", value=b"v", partition=0, timestamp=1_000)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    try:
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer.assign([CTP(unique_topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        m = None
+        while m is None and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+        assert m is not None and m.error() is None
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and ts >= before
+    finally:
+        consumer.close()
+
+
+def test_max_message_bytes_refuses_a_larger_batch(
+    broker: BrokerProcess, cadmin: AdminClient, unique_topic: str
+) -> None:
+    from kafka.errors import MessageSizeTooLargeError
+
+    create(cadmin, unique_topic, {"max.message.bytes": "2000"})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=1 << 20, retries=0)
+    try:
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send(unique_topic, value=b"x" * 5000, partition=0).get(timeout=30)
+        assert producer.send(unique_topic, value=b"x" * 500, partition=0).get(timeout=30).offset == 0
+    finally:
+        producer.close()
