@@ -1,6 +1,7 @@
 """A partition's append-only segmented log, in Kafka's on-disk layout.
 
-The log stores v2 record batches as received, stamping broker-assigned offsets into them.
+The log stores v2 record batches as it is handed them (the data plane has validated them, and
+recompressed them if the topic asks for a codec), stamping broker-assigned offsets into them.
 It knows bytes, offsets and timestamps; nothing about topics, producers or groups. The
 coordinator logs use the same class.
 
