@@ -14,6 +14,8 @@ Behaviour / version notes:
   the broker shuts down;
 - incremental fetch sessions (v7+), see fetch_sessions; v13+ names topics by id
   (UNKNOWN_TOPIC_ID for ids not known, FETCH_SESSION_TOPIC_ID_ERROR for sessions mixing both);
+- a topic with compression.type=zstd answers Fetch below v10 UNSUPPORTED_COMPRESSION_TYPE, as
+  Kafka (older clients cannot read zstd);
 - CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
   OFFSET_OUT_OF_RANGE; this broker is never a follower and has no preferred read replica;
 - the follower-only fields (ReplicaState, ReplicaDirectoryId, follower HighWatermark, v15+/v17+/
@@ -31,6 +33,7 @@ from kcoord.apis.long_poll import LongPoll
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
 from kcoord.dataplane.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
+from kcoord.dataplane.topic_config import effective
 from kcoord.protocol import records as batches
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
@@ -118,14 +121,14 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     isolation = req.isolation_level
     max_bytes = req.max_bytes if v >= 3 else _INT32_MAX
-    reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes)
+    reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes, v)
 
     def finish(rs):
         return _respond(services, plan, rs, session, create_session, uses_ids, isolation)
 
     if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
         return finish(reads)
-    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, finish)
+    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, v, finish)
 
 
 def _long_poll(
@@ -135,6 +138,7 @@ def _long_poll(
     uses_ids: bool,
     isolation: int,
     max_bytes: int,
+    version: int,
     finish: Callable[[list[_Read]], Any],
 ) -> Reply:
     """Below MinBytes: read again whenever a requested partition's high watermark moves, until
@@ -148,7 +152,7 @@ def _long_poll(
 
     def look() -> None:
         try:
-            reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes)
+            reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes, version)
             if total >= req.min_bytes or any_error or poll.over:
                 reply.resolve(finish(reads))
                 return
@@ -172,7 +176,7 @@ def _resolve(services: Services, key: PartitionKey, uses_ids: bool) -> tuple[int
 
 
 def _read_all(
-    services: Services, plan: list, uses_ids: bool, isolation: int, max_bytes: int
+    services: Services, plan: list, uses_ids: bool, isolation: int, max_bytes: int, version: int
 ) -> tuple[list[_Read], int, bool]:
     reads = []
     remaining = max_bytes
@@ -191,6 +195,12 @@ def _read_all(
             continue
         if 0 <= leader_epoch < part.leader_epoch:
             reads.append(_Read(ErrorCode.FENCED_LEADER_EPOCH))
+            any_error = True
+            continue
+        if version < 10 and effective("compression.type", part.topic.configs, services.config) == "zstd":
+            # Fetch v10 (KIP-110) is the first a client with zstd support sends; Kafka judges by
+            # the topic's codec, not the batches read.
+            reads.append(_Read(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
             any_error = True
             continue
         hw = part.high_watermark

@@ -1,11 +1,12 @@
 """Record batches, message format v2 (magic 2), as stored on disk and sent over the wire.
 
-Data batches are stored as produced (unless the topic's compression.type asks for another
-codec, or a timestamp bound or compaction needs the records): on the produce and fetch paths
-only the 61-byte header is parsed (and the CRC checked). Coordinator batches are built here (``build_batch``) and read back
-by a hand-written iterator over uncompressed records (``iter_key_values``, ``iter_records``):
-replay reads millions of them. Compressed batches, and the per-record timestamps ListOffsets
-looks at, are read through kafka-python's ``DefaultRecordBatch``.
+Data batches are stored as produced (unless the topic's compression.type names another codec):
+on the produce and fetch paths only the 61-byte header is parsed (and the CRC checked), unless a
+topic config needs the records (compaction's keys, message.timestamp.before.max.ms).
+Coordinator batches are built here (``build_batch``) and read back by a hand-written iterator
+over uncompressed records (``iter_key_values``, ``iter_records``): replay reads millions of
+them. Compressed batches, and the per-record timestamps ListOffsets looks at, are read through
+kafka-python's ``DefaultRecordBatch``.
 
 Layout of the 61-byte header::
 

@@ -190,3 +190,13 @@ def test_max_message_bytes_refuses_a_larger_batch(
         assert producer.send(unique_topic, value=b"x" * 500, partition=0).get(timeout=30).offset == 0
     finally:
         producer.close()
+
+
+def test_zstd_topics_refuse_fetches_older_than_v10(broker: BrokerProcess, unique_topic: str) -> None:
+    """Kafka's KafkaApis: a client that fetches below v10 cannot read zstd."""
+    with broker.connect() as c:
+        c.create_topic(unique_topic, configs={"compression.type": "zstd"})
+        c.create_topic(unique_topic + "-gzip", configs={"compression.type": "gzip"})
+        assert c.fetch(unique_topic, 0, 0, version=9).error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE
+        assert c.fetch(unique_topic, 0, 0, version=10).error_code == 0
+        assert c.fetch(unique_topic + "-gzip", 0, 0, version=9).error_code == 0
