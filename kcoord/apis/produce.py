@@ -49,6 +49,8 @@ from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
 
+NO_TIMESTAMP = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
+
 _Resp = response_class(ApiKey.Produce)
 _TopicResp = _Resp.TopicProduceResponse
 _PartResp = _TopicResp.PartitionProduceResponse
@@ -105,7 +107,13 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                     services, part, pd.records, now, req.transactional_id
                 )
             except KafkaError as e:
-                parts_out.append(_partition_error(pd.index, e.code, e.message))
+                failed = _partition_error(pd.index, e.code, e.message)
+                if isinstance(e, RecordErrors):
+                    failed.record_errors = [
+                        _PartResp.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in e.errors
+                    ]
+                parts_out.append(failed)
                 continue
             if appended:
                 touched.append(part)
@@ -244,27 +252,43 @@ def append_records(
     return part.append_from_client(data, headers, now, log_append_time)
 
 
+class RecordErrors(KafkaError):
+    """Records refused one by one (Kafka's RecordValidationException): the partition's error,
+    and (index in its batch, message) for each record, answered as Produce ``record_errors``."""
+
+    def __init__(self, code: int, message: str, errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.errors = errors
+
+
 def _check_timestamps(
     data: bytearray, h: records.BatchHeader, now: int, before_max: int, after_max: int
 ) -> None:
     """message.timestamp.before.max.ms / after.max.ms under CreateTime (Kafka's LogValidator
-    .validateTimestamp, with its message). The batch's max timestamp (covered by the CRC) bounds
-    every record from above, so the future is checked without reading the records; the past
-    needs the records' own timestamps, read only when before.max.ms is set (its default,
-    Long.MAX_VALUE, accepts every timestamp)."""
+    .validateTimestamp, with its messages; a record without a timestamp, -1, is not checked).
+    The batch's max timestamp (covered by the CRC) bounds every record from above, so the future
+    is checked without reading the records; the past needs the records' own timestamps (the
+    base timestamp is the first record's, not the oldest), read only when before.max.ms is set
+    (its default, Long.MAX_VALUE, accepts every timestamp)."""
     too_new = h.max_timestamp - now > after_max
     if not too_new and before_max >= LONG_MAX:
         return
-    # The base timestamp is the first record's, not the smallest: every record is looked at.
     batch = memoryview(data)[h.position : h.position + h.size]
-    for r in record_filter.iter_raw(record_filter.records_body(batch, h), h):
-        if now - r.timestamp > before_max or r.timestamp - now > after_max:
-            low = now - before_max if before_max < LONG_MAX else "-inf"
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"Timestamp {r.timestamp} of message with offset {r.offset} is out of "
-                f"range. The timestamp should be within [{low}, {now + after_max}]",
-            )
+    errors = [
+        (
+            index,
+            f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. The timestamp "
+            f"should be within [{now - before_max}, {now + after_max}]",
+        )
+        for index, r in enumerate(record_filter.iter_raw(record_filter.records_body(batch, h), h))
+        if r.timestamp != NO_TIMESTAMP and (now - r.timestamp > before_max or r.timestamp - now > after_max)
+    ]
+    if errors:
+        raise RecordErrors(
+            ErrorCode.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            errors,
+        )
     if too_new:
         # Every record is in range but the batch claims a later max timestamp (a broken
         # producer): Kafka would store the records' real max; kcoord stores batches as sent, so

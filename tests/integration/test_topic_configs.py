@@ -200,3 +200,22 @@ def test_zstd_topics_refuse_fetches_older_than_v10(broker: BrokerProcess, unique
         assert c.fetch(unique_topic, 0, 0, version=9).error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE
         assert c.fetch(unique_topic, 0, 0, version=10).error_code == 0
         assert c.fetch(unique_topic + "-gzip", 0, 0, version=9).error_code == 0
+
+
+def test_out_of_range_timestamps_are_answered_per_record(broker: BrokerProcess, unique_topic: str) -> None:
+    """Produce v8+ record_errors: the index of every record out of message.timestamp.*.max.ms."""
+    from tests.wire import build_batch
+
+    now = int(time.time() * 1000)
+    with broker.connect() as c:
+        c.create_topic(unique_topic, configs={"message.timestamp.before.max.ms": "60000"})
+        old = now - 10 * 60_000
+        batch = build_batch([(b"a", b"1", now), (b"b", b"2", old), (b"c", b"3", now)])
+        got = c.produce(unique_topic, 0, batch, version=9)
+        assert got.error_code == 32  # INVALID_TIMESTAMP
+        assert got.error_message == "One or more records have been rejected due to invalid timestamp"
+        assert [
+            (e.batch_index, e.batch_index_error_message.split(" is out")[0]) for e in got.record_errors
+        ] == [(1, f"Timestamp {old} of message with offset 1")]
+        assert c.list_offsets(unique_topic, 0, -1).offset == 0  # nothing appended
+        assert c.produce(unique_topic, 0, build_batch([(b"a", b"1", now)]), version=9).error_code == 0

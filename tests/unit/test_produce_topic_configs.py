@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kcoord.apis.produce import append_records
+from kcoord.apis.produce import RecordErrors, append_records
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import Partition, PartitionManager
@@ -70,12 +70,19 @@ def refused(pm: PartitionManager, part: Partition, raw: bytes) -> KafkaError:
 @pytest.mark.parametrize("codec", [0, 1, 4])
 def test_after_max_refuses_records_from_the_future(pm: PartitionManager, codec: int) -> None:
     part = topic(pm, "future", {})
-    e = refused(pm, part, batch([NOW, NOW + 2 * HOUR], codec))
+    e = refused(pm, part, batch([NOW, NOW + 2 * HOUR, NOW + 3 * HOUR], codec))
     assert e.code == ErrorCode.INVALID_TIMESTAMP
-    assert e.message == (
-        f"Timestamp {NOW + 2 * HOUR} of message with offset 1 is out of range. The timestamp should "
-        f"be within [-inf, {NOW + HOUR}]"
-    )
+    assert e.message == "One or more records have been rejected due to invalid timestamp"
+    assert isinstance(e, RecordErrors)
+    low = NOW - 9223372036854775807  # Kafka prints now - before.max.ms, whatever it is
+    assert e.errors == [
+        (
+            i,
+            f"Timestamp {NOW + (i + 1) * HOUR} of message with offset {i} is out of range. The timestamp "
+            f"should be within [{low}, {NOW + HOUR}]",
+        )
+        for i in (1, 2)
+    ]
     assert append(pm, part, batch([NOW, NOW + HOUR], codec))[2]  # exactly at the bound: kept
     later = topic(pm, "future-ok", {"message.timestamp.after.max.ms": str(3 * HOUR)})
     assert append(pm, later, batch([NOW, NOW + 2 * HOUR], codec))[2]
@@ -86,12 +93,16 @@ def test_before_max_looks_at_every_record_not_only_the_first(pm: PartitionManage
     """The batch's base timestamp is its first record's: a later record may be older."""
     part = topic(pm, "past", {"message.timestamp.before.max.ms": "60000"})
     e = refused(pm, part, batch([NOW, NOW - 120_000, NOW], codec))
-    assert e.code == ErrorCode.INVALID_TIMESTAMP
-    assert e.message == (
-        f"Timestamp {NOW - 120_000} of message with offset 1 is out of range. The timestamp should "
-        f"be within [{NOW - 60_000}, {NOW + HOUR}]"
-    )
-    assert append(pm, part, batch([NOW, NOW - 60_000], codec))[2]
+    assert isinstance(e, RecordErrors) and e.code == ErrorCode.INVALID_TIMESTAMP
+    assert e.errors == [
+        (
+            1,
+            f"Timestamp {NOW - 120_000} of message with offset 1 is out of range. The timestamp should "
+            f"be within [{NOW - 60_000}, {NOW + HOUR}]",
+        )
+    ]
+    # At the bound is kept, and a record without a timestamp (-1) is not checked, as Kafka.
+    assert append(pm, part, batch([NOW, NOW - 60_000, -1], codec))[2]
     default = topic(pm, "past-default", {})
     assert append(pm, default, batch([NOW, NOW - 365 * 24 * HOUR], codec))[2]
 
