@@ -8,8 +8,9 @@ Behaviour / version notes:
   with it first (dataplane/compression), and checked against max.message.bytes again;
 - a batch over the topic's max.message.bytes is MESSAGE_TOO_LARGE, a request for one partition
   over segment.bytes RECORD_LIST_TOO_LARGE, a record timestamp outside
-  message.timestamp.before/after.max.ms INVALID_TIMESTAMP (under CreateTime; the records are read
-  only when before.max.ms is set or the batch's max timestamp is out of range);
+  message.timestamp.before/after.max.ms INVALID_TIMESTAMP with every such record in record_errors
+  (under CreateTime; the records are read only when before.max.ms is set or the batch's max
+  timestamp is out of range);
 - idempotent producers are checked per partition (see producer_state); a duplicate of one of
   the last five batches is answered with the original offsets and no error;
 - acks=0 gets no response, acks=1 is answered once the batch is in the log, acks=-1 once the
