@@ -65,7 +65,7 @@ want = re.compile(
     r"openlineage-api)|postgresql|"
     r"jackson-(annotations|core|databind|datatype-jdk8|datatype-jsr310|module-blackbird)|maven-artifact|"
     r"plexus-utils|commons-lang3|antlr4-runtime|jakarta\.ws\.rs-api|jakarta\.inject-api|"
-    r"jakarta\.annotation-api|jakarta\.servlet-api)-[0-9][^/]*\.jar$")
+    r"jakarta\.annotation-api|jakarta\.servlet-api|sketches-java)-[0-9][^/]*\.jar$")
 with zipfile.ZipFile(whl) as z:
     names = [n for n in z.namelist() if want.search(n)]
     for n in names:
