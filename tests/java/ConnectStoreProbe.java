@@ -6,6 +6,8 @@
 //
 //   java -cp CP ConnectStoreProbe write BOOTSTRAP PREFIX ROUNDS   overwrite every key ROUNDS times
 //   java -cp CP ConnectStoreProbe read  BOOTSTRAP PREFIX ROUNDS   fresh stores see the last round
+//   ... [eos]   exactly.once.source.support=enabled: the config store claims write privileges
+//               and writes through a transactional producer; the stores read read_committed
 //
 // Each "write" round sets the offsets of KEYS source partitions and the configs of CONNECTORS
 // connectors (plus their task configs and target state); "read" starts new stores (which read
@@ -60,8 +62,9 @@ public class ConnectStoreProbe {
         return new String(a, StandardCharsets.UTF_8);
     }
 
-    static DistributedConfig workerConfig(String bootstrap, String prefix) {
+    static DistributedConfig workerConfig(String bootstrap, String prefix, boolean eos) {
         Map<String, String> p = new HashMap<>();
+        if (eos) p.put("exactly.once.source.support", "enabled");
         p.put("bootstrap.servers", bootstrap);
         p.put("group.id", prefix + "-cluster");
         p.put("key.converter", JsonConverter.class.getName());
@@ -141,7 +144,8 @@ public class ConnectStoreProbe {
     static void run(String[] args) throws Exception {
         String mode = args[0], bootstrap = args[1], prefix = args[2];
         int rounds = Integer.parseInt(args[3]);
-        DistributedConfig config = workerConfig(bootstrap, prefix);
+        boolean eos = args.length > 4 && args[4].equals("eos");
+        DistributedConfig config = workerConfig(bootstrap, prefix, eos);
         TopicAdmin admin = new TopicAdmin(adminProps(bootstrap));
 
         KafkaOffsetBackingStore offsets =
@@ -155,6 +159,7 @@ public class ConnectStoreProbe {
         System.out.println("@@ started");
 
         if (mode.equals("write")) {
+            if (eos) configs.claimWritePrivileges();  // what the leader does before writing
             for (int round = 0; round < rounds; round++) {
                 Map<ByteBuffer, ByteBuffer> batch = new HashMap<>();
                 for (int k = 0; k < KEYS; k++) batch.put(buf(offsetKey(k)), buf(offsetValue(k, round)));
