@@ -1,0 +1,121 @@
+"""quixstreams: a stateful count per key whose state lives in a compacted changelog topic (issue 16).
+
+The application counts messages per key (RocksDB state, backed by a ``changelog__...`` topic that
+quixstreams creates with cleanup.policy=compact). After the first batch the broker restarts and
+the application starts again with an empty state directory, so its counts can only come back from
+the changelog on kcoord; the second batch's counts must continue from there. Both processing
+guarantees: at-least-once and exactly-once (transactions: the changelog writes, the output and
+the consumer offsets commit together).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from tests.harness import BrokerFactory, BrokerProcess
+from tests.integration.test_compaction import CLEANER_ARGS
+
+# Not in the test extra: every quixstreams release pins confluent-kafka<2.13, the project 2.16.1.
+quixstreams = pytest.importorskip("quixstreams", reason="quixstreams not installed (pip install quixstreams)")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+KEYS = [f"k{i}" for i in range(5)]
+
+
+def produce(broker: BrokerProcess, topic: str, per_key: int) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for _ in range(per_key):
+        for k in KEYS:
+            p.produce(topic, key=k.encode(), value=b'{"word": "%s"}' % k.encode())
+    assert p.flush(30) == 0
+
+
+def run_counter(broker: BrokerProcess, state_dir: Path, guarantee: str, expect: int) -> dict[str, list[int]]:
+    """Run the counting application until it emitted ``expect`` rows; the counts per key."""
+    app = quixstreams.Application(
+        broker_address=broker.bootstrap,
+        consumer_group="counter",
+        auto_offset_reset="earliest",
+        state_dir=str(state_dir),
+        processing_guarantee=guarantee,
+        commit_interval=0.5,
+        loglevel="WARNING",
+    )
+    words = app.topic("words", value_deserializer="json")
+    sdf = app.dataframe(words)
+
+    def count(value: dict, state: quixstreams.State) -> dict:  # type: ignore[name-defined]
+        n = state.get("n", 0) + 1
+        state.set("n", n)
+        return {"word": value["word"], "n": n}
+
+    sdf = sdf.apply(count, stateful=True)
+    rows = app.run(count=expect, timeout=60)
+    out: dict[str, list[int]] = {}
+    for row in rows:
+        out.setdefault(row["word"], []).append(row["n"])
+    return out
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_quixstreams_state_recovers_from_compacted_changelog(
+    broker_factory: BrokerFactory, tmp_path: Path, guarantee: str
+) -> None:
+    broker = broker_factory(
+        [*CLEANER_ARGS, "--log-roll-ms", "200", "--log-cleaner-min-cleanable-ratio", "0.01"]
+    )
+    broker.create_topic("words", partitions=2)
+
+    produce(broker, "words", per_key=10)
+    first = run_counter(broker, tmp_path / "state-1", guarantee, expect=50)
+    assert {k: max(v) for k, v in first.items()} == dict.fromkeys(KEYS, 10)
+
+    changelogs = [t for t in broker_topics(broker) if t.startswith("changelog__")]
+    assert len(changelogs) == 1, changelogs
+    changelog = changelogs[0]
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, changelog)])["topic"]
+    admin.close()
+    assert described[changelog]["cleanup.policy"]["value"] == "compact"
+
+    # 50 state writes for 5 keys: the cleaner keeps about one per key once segments rolled.
+    deadline = time.monotonic() + 30
+    while True:
+        records = sum(len(read_all_partition(broker, changelog, p)) for p in (0, 1))
+        if records <= 20:
+            break
+        assert time.monotonic() < deadline, f"changelog not compacted: {records} records"
+        time.sleep(0.5)
+
+    broker.stop()
+    broker.start()
+    produce(broker, "words", per_key=5)
+    # A new, empty state directory: the counts can only come back from the changelog.
+    second = run_counter(broker, tmp_path / "state-2", guarantee, expect=25)
+    assert {k: sorted(v) for k, v in second.items()} == {k: [11, 12, 13, 14, 15] for k in KEYS}
+
+
+def broker_topics(broker: BrokerProcess) -> list[str]:
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    return list(admin.list_topics(timeout=10).topics)
+
+
+def read_all_partition(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bytes, bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    out = []
+    deadline = time.monotonic() + 20
+    while consumer.position(tp) < end and time.monotonic() < deadline:
+        for recs in consumer.poll(timeout_ms=500).values():
+            out += [(r.offset, r.key, r.value) for r in recs]
+    consumer.close()
+    return out
