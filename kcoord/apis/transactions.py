@@ -151,18 +151,22 @@ _DState = _DResp.TransactionState
 _DTopic = _DState.TopicData
 
 
+def _empty_state(tid: str, code: int) -> Any:
+    return _DState(
+        error_code=code,
+        transactional_id=tid,
+        transaction_state="",
+        transaction_timeout_ms=0,
+        transaction_start_time_ms=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        topics=[],
+    )
+
+
 def _describe_one(services: Services, tid: str) -> Any:
     def empty(code: int) -> Any:
-        return _DState(
-            error_code=code,
-            transactional_id=tid,
-            transaction_state="",
-            transaction_timeout_ms=0,
-            transaction_start_time_ms=-1,
-            producer_id=-1,
-            producer_epoch=-1,
-            topics=[],
-        )
+        return _empty_state(tid, code)
 
     if not tid:
         return empty(ErrorCode.INVALID_REQUEST)
@@ -193,19 +197,7 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _DResp(
         throttle_time_ms=0,
-        transaction_states=[
-            _DState(
-                error_code=code,
-                transactional_id=tid,
-                transaction_state="",
-                transaction_timeout_ms=0,
-                transaction_start_time_ms=-1,
-                producer_id=-1,
-                producer_epoch=-1,
-                topics=[],
-            )
-            for tid in req.transactional_ids or []
-        ],
+        transaction_states=[_empty_state(tid, code) for tid in req.transactional_ids or []],
     )
 
 

@@ -121,19 +121,26 @@ def group_runtime(
         lambda _partition: group_store(config, topics, records_available, consumer_rebalanced),
         flusher,
         clock.now_ms,
-        LogCleaner(
-            clock,
-            config.log_cleaner_delete_retention_ms,
-            config.log_cleaner_backoff_ms,
-            config.log_cleaner_min_cleanable_ratio,
-            offset_history(config),
-        ),
+        coordinator_cleaner(config, clock, offset_history(config)),
     )
     expiration = offset_expiration(config.offsets_retention_minutes * 60_000)
     if metrics is not None:
         expiration = _counting_expired_offsets(expiration, metrics.meter(OFFSET_EXPIRATION, ()))
     runtime.every("kcoord-offsets-expiration", config.offsets_retention_check_interval_ms, expiration)
     return runtime
+
+
+def coordinator_cleaner(
+    config: BrokerConfig, clock: Clock, history: HistoryRetention | None = None
+) -> LogCleaner:
+    """The log cleaner of a coordinator topic, on the broker's log.cleaner.* settings."""
+    return LogCleaner(
+        clock,
+        config.log_cleaner_delete_retention_ms,
+        config.log_cleaner_backoff_ms,
+        config.log_cleaner_min_cleanable_ratio,
+        history,
+    )
 
 
 def offset_history(config: BrokerConfig) -> HistoryRetention | None:
@@ -170,12 +177,7 @@ def transaction_runtime(
         lambda _partition: TransactionStore(txn_config, next_producer_id, send_markers),
         flusher,
         clock.now_ms,
-        LogCleaner(
-            clock,
-            config.log_cleaner_delete_retention_ms,
-            config.log_cleaner_backoff_ms,
-            config.log_cleaner_min_cleanable_ratio,
-        ),
+        coordinator_cleaner(config, clock),
     )
     runtime.every(
         "kcoord-transaction-abort",
