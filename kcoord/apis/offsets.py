@@ -48,6 +48,7 @@ from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
 from kcoord.runtime.outcome import Outcome
+from kcoord.transaction.coordinator import verification_error
 
 log = structlog.get_logger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
@@ -244,11 +245,10 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     pid, epoch = req.producer_id, req.producer_epoch
     offsets_partition = (OFFSETS_TOPIC, services.groups.partition_for(gid))
     verified = services.transactions.state_for(tid).verify_partitions(tid, pid, epoch, [offsets_partition])
-    error = verified[offsets_partition]
-    if error == ErrorCode.TRANSACTION_ABORTABLE and v >= 4:
-        return build(error)  # v4 clients know it (Kafka's CoordinatorPartitionWriter: genericError)
+    # v4 clients know TRANSACTION_ABORTABLE (Kafka's CoordinatorPartitionWriter: genericError).
+    error = verification_error(verified[offsets_partition], generic_errors=v >= 4)
     if error:
-        return build(_VERIFY_ERRORS.get(error, error))
+        return build(error)
     generation = req.generation_id if v >= 3 else -1
     member_id = req.member_id if v >= 3 else ""
     instance = req.group_instance_id if v >= 3 else None
@@ -280,14 +280,6 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     services.groups.tell(gid, op)
     return reply
-
-
-# What the transaction coordinator's verification answers, as a transactional write's client
-# expects it (Kafka's AddPartitionsToTxnManager for TxnOffsetCommit before v4, its defaultError).
-_VERIFY_ERRORS = {
-    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
-}
 
 
 def txn_commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

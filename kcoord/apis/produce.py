@@ -49,6 +49,7 @@ from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
+from kcoord.transaction.coordinator import verification_error
 
 NO_TIMESTAMP = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 
@@ -186,15 +187,12 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
     store = services.transactions.state_for(tid)
     for (pid, epoch), partitions in by_producer.items():
         for tp, error in store.verify_partitions(tid, pid, epoch, partitions).items():
-            if error == ErrorCode.PRODUCER_FENCED:
-                error = ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here (Kafka)
-            elif error == ErrorCode.CONCURRENT_TRANSACTIONS:
+            if error == ErrorCode.CONCURRENT_TRANSACTIONS:
                 # Kafka's ReplicaManager: older clients do not retry CONCURRENT_TRANSACTIONS on
                 # Produce; NOT_ENOUGH_REPLICAS is retried by all, without a metadata refresh.
                 error = ErrorCode.NOT_ENOUGH_REPLICAS
-            elif error == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
-                error = ErrorCode.INVALID_TXN_STATE  # clients before Produce v11 do not know it
-            errors[tp] = error
+            # Clients before Produce v11 do not know TRANSACTION_ABORTABLE.
+            errors[tp] = verification_error(error, generic_errors=version >= 11)
     return errors
 
 

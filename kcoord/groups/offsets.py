@@ -160,8 +160,6 @@ class Offsets:
             bool(self.pending.by_key) and OffsetCommitKey(group_id, topic, partition) in self.pending.by_key
         )
 
-    def has_pending_group(self, group_id: str) -> bool:
-        return any(k.group == group_id for k in self.pending.by_key)
 
     def _put(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
@@ -276,11 +274,10 @@ class OffsetsLoader:
     the load.
     """
 
-    __slots__ = ("_held", "_last", "_now", "_offsets", "_pending")
+    __slots__ = ("_held", "_last", "_offsets", "_pending")
 
-    def __init__(self, offsets: Offsets, now: int) -> None:
+    def __init__(self, offsets: Offsets) -> None:
         self._offsets = offsets
-        self._now = now
         self._held: dict[bytes, bytes | None] = {}  # key without its type -> value
         self._pending: PendingTransactions[bytes, bytes] = PendingTransactions()
         self._last = 0

@@ -226,7 +226,7 @@ class GroupStore:
             kind.configs_changed(key.group, configs)
 
     def loaders(self, registry: RecordRegistry, now: int) -> Mapping[int, Loader]:
-        offsets = OffsetsLoader(self._offsets, now)
+        offsets = OffsetsLoader(self._offsets)
         out: dict[int, Loader] = {t: offsets for t in OFFSET_COMMIT_TYPES}
         for kind in self._all:
             out.update(kind.loaders(registry, now))

@@ -158,10 +158,7 @@ def transaction_runtime(
     next_producer_id: Callable[[], int],
     send_markers: Callable[[MarkerJob], None],
 ) -> CoordinatorRuntime[TransactionStore]:
-    txn_config = TransactionConfig(
-        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
-        max_timeout_ms=config.transaction_max_timeout_ms,
-    )
+    txn_config = TransactionConfig(transactional_id_expiration_ms=config.transactional_id_expiration_ms)
     runtime = CoordinatorRuntime(
         TRANSACTION_STATE_TOPIC,
         config.transaction_state_log_num_partitions,

@@ -72,7 +72,6 @@ class ProducerIdAndEpoch:
 @dataclass(frozen=True, slots=True)
 class TransactionConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
-    max_timeout_ms: int = 900_000
 
 
 class TransactionStore:
@@ -375,6 +374,18 @@ class TransactionStore:
         ):
             out.records.append((TransactionLogKey(tid), None))
         return out
+
+
+def verification_error(error: int, generic_errors: bool) -> int:
+    """A ``verify_partitions`` answer as the transactional write's client expects it (Kafka's
+    AddPartitionsToTxnManager): a fenced producer is INVALID_PRODUCER_EPOCH, and a partition not in
+    the transaction TRANSACTION_ABORTABLE only for clients that know it (``generic_errors``),
+    INVALID_TXN_STATE for the others."""
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE and not generic_errors:
+        return ErrorCode.INVALID_TXN_STATE
+    return error
 
 
 def _copy(meta: TransactionMetadata) -> TransactionMetadata:

@@ -57,7 +57,7 @@ class TransactionLog(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp(prefix="kcoord-txn-replay-"))
         self.h = TxnHarness(
             self.dir / "log",
-            TransactionConfig(transactional_id_expiration_ms=EXPIRATION_MS, max_timeout_ms=MAX_TIMEOUT_MS),
+            TransactionConfig(transactional_id_expiration_ms=EXPIRATION_MS),
             segment_bytes=2048,
         )
         self.before = self.h.store.snapshot()
