@@ -1,11 +1,8 @@
-"""Classic group APIs: FindCoordinator (10, v0-v6), JoinGroup (11, v0-v9), Heartbeat (12, v0-v4),
-LeaveGroup (13, v0-v5), SyncGroup (14, v0-v5), DescribeGroups (15, v0-v6), ListGroups (16,
-v0-v5), DeleteGroups (42, v0-v2).
+"""Classic group APIs: JoinGroup (11, v0-v9), Heartbeat (12, v0-v4), LeaveGroup (13, v0-v5),
+SyncGroup (14, v0-v5), DescribeGroups (15, v0-v6), ListGroups (16, v0-v5), DeleteGroups (42,
+v0-v2). FindCoordinator, which serves every coordinator, is find_coordinator.py.
 
 Behaviour / version notes:
-- FindCoordinator: key types GROUP and TRANSACTION answer with this broker (batched keys from
-  v4); SHARE keys are INVALID_REQUEST (share state lives in the group coordinator here, and only
-  brokers look for it);
 - group ids: empty (or null) is INVALID_GROUP_ID for Join/Sync/Heartbeat/Leave (KIP-289);
   DescribeGroups and DeleteGroups take "" like any group id, as Kafka does, so that the offsets
   standalone consumers stored under it can be inspected and deleted; an unknown group is
@@ -50,8 +47,6 @@ from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.store import ShareGroups
 
-KEY_TYPE_GROUP = 0
-KEY_TYPE_TRANSACTION = 1
 CLASSIC = ClassicGroups.group_type
 CONSUMER = ConsumerGroups.group_type
 
@@ -66,58 +61,6 @@ def _not_classic(services: Services, group_id: str) -> bool:
 
 def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_host
-
-
-# --- FindCoordinator ---------------------------------------------------------------------------
-_FResp = response_class(ApiKey.FindCoordinator)
-
-
-def handle_find_coordinator(services: Services, ctx: RequestContext, req: Any) -> Any:
-    v = ctx.api_version
-    ep = services.cluster.advertised(ctx.listener)
-    key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
-    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
-        error, message, node, host, port = 0, None, services.cluster.node_id, ep.host, ep.port
-    else:
-        error, message, node, host, port = (
-            ErrorCode.INVALID_REQUEST,
-            f"kcoord has no coordinator for key type {key_type}",
-            -1,
-            "",
-            -1,
-        )
-    if v < 4:
-        return _FResp(
-            throttle_time_ms=0,
-            error_code=error,
-            error_message=message if error else None,
-            node_id=node,
-            host=host,
-            port=port,
-        )
-    return _FResp(
-        throttle_time_ms=0,
-        coordinators=[
-            _FResp.Coordinator(
-                key=k, node_id=node, host=host, port=port, error_code=error, error_message=message
-            )
-            for k in req.coordinator_keys
-        ],
-    )
-
-
-def find_coordinator_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    if version < 4:
-        return _FResp(
-            throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1
-        )
-    return _FResp(
-        throttle_time_ms=0,
-        coordinators=[
-            _FResp.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
-            for k in req.coordinator_keys
-        ],
-    )
 
 
 # --- JoinGroup ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import click
 from kcoord.cli import cluster
 from kcoord.cli import group_admin as ga
 from kcoord.cli.admin import Admin, KafkaRequestError, error_description, error_name
+from kcoord.cli.offset_history import history_cmd, reset_to_commit_at
 from kcoord.cli.ops_api import OpsApi, http_server_option
 from kcoord.cli.render import EXIT_CODES_HELP, EXIT_KAFKA_ERROR, Output, common_options, handle_errors
 from kcoord.cli.reset_offsets import (
@@ -19,7 +20,6 @@ from kcoord.cli.reset_offsets import (
     ResetSpec,
     parse_datetime,
     parse_duration,
-    parse_instant,
     parse_topic,
     plan,
 )
@@ -404,7 +404,7 @@ def reset_offsets_cmd(
             raise click.UsageError(
                 "--to-commit-at resets every partition the group had committed then; --topic does not apply"
             )
-        _reset_to_commit_at(out, OpsApi(http_server), group_id, to_commit_at, execute)
+        reset_to_commit_at(out, OpsApi(http_server), group_id, to_commit_at, execute)
         return
     spec = _reset_spec(
         to_earliest,
@@ -498,116 +498,6 @@ def _print_plan(
         out.note("Dry run: nothing was changed. Run again with --execute to apply this plan.")
 
 
-def _reset_to_commit_at(out: Output, api: OpsApi, group_id: str, when: str, execute: bool) -> None:
-    timestamp = parse_instant(when, "--to-commit-at")
-    with out.waiting(f"Reading the offset history of {group_id}..."):
-        doc = api.post(
-            api.group_path(group_id, "reset-offsets"),
-            {"to_commit_at": timestamp, "execute": execute},
-            f"group {group_id}",
-        )
-    if out.json:
-        out.emit_json(
-            {
-                "group_id": group_id,
-                "timestamp": doc["timestamp"],
-                "executed": doc["executed"],
-                "partitions": [
-                    {
-                        "topic": p["topic"],
-                        "partition": p["partition"],
-                        "current_offset": p["current_offset"],
-                        "new_offset": p["new_offset"],
-                        "error": None,
-                    }
-                    for p in doc["plan"]
-                ],
-            }
-        )
-        return
-    columns = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"]
-    rows = [
-        [group_id, p["topic"], p["partition"], p["current_offset"], p["new_offset"]]
-        + (["OK"] if execute else [])
-        for p in doc["plan"]
-    ]
-    out.table(columns + (["RESULT"] if execute else []), rows)
-    if not doc["plan"]:
-        out.note(f"Nothing to reset: the group had no committed offset at {_when(timestamp)}.")
-    elif not execute:
-        out.note("Dry run: nothing was changed. Run again with --execute to apply this plan.")
-
-
-# --- history ------------------------------------------------------------------------------------
-def _when(ms: int) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
-
-
-@groups.command("history", epilog=EXIT_CODES_HELP)
-@click.argument("group_id", metavar="GROUP")
-@click.option("--topic", help="Only this topic's partitions.")
-@click.option(
-    "--since",
-    metavar="TIME",
-    help="Only changes at or after TIME (epoch ms or YYYY-MM-DDTHH:mm:SS[.sss], local time unless "
-    "a zone such as Z is given).",
-)
-@http_server_option
-@click.option(
-    "--output",
-    "-o",
-    "output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Aligned tables, or JSON for scripts (stable field names).",
-)
-@handle_errors
-def history_cmd(group_id: str, topic: str | None, since: str | None, http_server: str, output: str) -> None:
-    """When each partition's committed offset changed, oldest first: the new offset (and the one
-    before it), who committed it where the group's membership records show it, and the lag at the
-    time where derivable (it never is yet: '-').
-
-    The broker keeps superseded commits for offsets.history.retention.ms; history is not in the
-    Kafka protocol, so this command asks kcoord's HTTP API at --http-server."""
-    out = Output(output)
-    api = OpsApi(http_server)
-    query = {"topic": topic, "since": parse_instant(since, "--since") if since is not None else None}
-    with out.waiting(f"Reading the offset history of {group_id}..."):
-        doc = api.get(api.group_path(group_id, "history"), query, f"group {group_id}")
-    if out.json:
-        out.emit_json(doc)
-        return
-    previous: dict[TopicPartition, int] = {}
-    rows = []
-    for c in doc["changes"]:
-        tp = (c["topic"], c["partition"])
-        rows.append(
-            [
-                _when(c["commit_timestamp"]),
-                c["topic"],
-                c["partition"],
-                previous.get(tp),
-                c["offset"],
-                c["member_id"],
-                c["client_id"],
-                c["lag"],
-            ]
-        )
-        previous[tp] = c["offset"]
-    out.table(
-        ["COMMITTED-AT", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "OFFSET", "MEMBER-ID", "CLIENT-ID", "LAG"],
-        rows,
-    )
-    if not rows:
-        out.note(
-            f"Group {group_id} has no offset changes in its history"
-            + (" that match." if topic or since else ".")
-        )
-
-
 # --- delete and delete-offsets ------------------------------------------------------------------
 @groups.command("delete", epilog=EXIT_CODES_HELP)
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
@@ -680,3 +570,6 @@ def delete_offsets_cmd(group_id: str, topics: tuple[str, ...], bootstrap: str, o
         )
     if failed:
         click.get_current_context().exit(EXIT_KAFKA_ERROR)
+
+
+groups.add_command(history_cmd)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from kcoord.consumer.group import ConsumerGroup, subscription_hash, topic_partitions
+from kcoord.consumer.group import ConsumerGroup, topic_partitions
 from kcoord.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.consumer.records import (
     ClassicMemberMetadata,
@@ -21,6 +21,7 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from kcoord.consumer.subscriptions import subscription_hash
 from kcoord.groups.consumer_protocol import decode_subscription
 from kcoord.groups.migration import MigratingGroup, MigratingMember
 from kcoord.groups.topics import TopicsView

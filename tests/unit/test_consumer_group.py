@@ -15,11 +15,11 @@ from kcoord.consumer.group import (
     ConsumerGroupState,
     HeartbeatRequest,
     HeartbeatResult,
-    subscription_hash,
 )
 from kcoord.consumer.member import MemberState
 from kcoord.consumer.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
 from kcoord.consumer.store import ConsumerGroups
+from kcoord.consumer.subscriptions import subscription_hash
 from kcoord.protocol.errors import ErrorCode
 from tests.unit.grouputil import FakeTopics, Harness, new_store
 
