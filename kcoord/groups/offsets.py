@@ -160,7 +160,6 @@ class Offsets:
             bool(self.pending.by_key) and OffsetCommitKey(group_id, topic, partition) in self.pending.by_key
         )
 
-
     def _put(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
             topics = self.committed.get(key.group)
