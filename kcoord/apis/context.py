@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kcoord.protocol.frames import RequestHeader
+from kcoord.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 class RequestContext:
@@ -28,3 +29,9 @@ class RequestContext:
     def listener(self) -> str:
         """Name of the listener the client connected to (for advertised addresses)."""
         return self.conn.listener if self.conn is not None else "PLAINTEXT"
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent the request: the connection's authenticated principal (User:ANONYMOUS when
+        the listener authenticates no one, as in Kafka)."""
+        return self.conn.principal if self.conn is not None else ANONYMOUS

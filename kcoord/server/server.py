@@ -24,6 +24,7 @@ import structlog
 
 from kcoord.config import Endpoint
 from kcoord.protocol.errors import CloseConnection
+from kcoord.security.principal import ANONYMOUS, KafkaPrincipal
 from kcoord.server.dispatcher import Dispatcher, Frame
 
 log = structlog.get_logger(__name__)
@@ -57,6 +58,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer_host = "unknown"
         self.peer = "unknown"
+        self.principal: KafkaPrincipal = ANONYMOUS  # set when the connection authenticates
         self._buf = bytearray()
         self._queue: deque[_Pending] = deque()
         self._paused_reading = False
