@@ -8,7 +8,8 @@ the package (no CDN: the console works where the broker cannot reach the interne
 
 Pages read state as :mod:`kcoord.http.views` does, between operations on the broker's loop, and
 change nothing. The one action, rewinding a group's offsets (``POST /groups/<id>/rewind``),
-goes through the offset history API (:mod:`kcoord.http.history_client`) and is accepted from
+goes through the offset history API's own functions (:mod:`kcoord.http.history_client`, in
+process: the same answers, refusals included, as ``/api/``) and is accepted from
 htmx only: a request must carry the ``HX-Request`` header, which a cross-site form cannot set
 without a CORS preflight this server never grants. Jinja2 escapes everything the pages show.
 """
@@ -152,7 +153,7 @@ class Console:
             "history": None,
         }
         if view.type != "share":  # share groups keep start offsets, not committed offsets
-            answer = await HistoryApi.for_request(request).history(group_id)
+            answer = await HistoryApi(self.services).history(group_id)
             context["history"] = answer
             if answer.ok:
                 ends = {(r["topic"], r["partition"]): r["log_end"] for r in rows}
@@ -185,7 +186,7 @@ class Console:
     async def history(self, request: web.BaseRequest, group_id: str) -> web.Response:
         topic = request.query.get("topic") or None
         since = request.query.get("since") or None
-        answer = await HistoryApi.for_request(request).history(group_id, topic, since)
+        answer = await HistoryApi(self.services).history(group_id, topic, since)
         if answer.error == "GROUP_ID_NOT_FOUND":
             return self.not_found(f"group {group_id}")
         changes = list(reversed(answer.body.get("changes", []))) if answer.ok else []
@@ -207,7 +208,7 @@ class Console:
         form = await request.post()
         to_commit_at = str(form.get("to_commit_at", ""))
         execute = form.get("execute") == "true"
-        answer: Answer = await HistoryApi.for_request(request).reset_offsets(group_id, to_commit_at, execute)
+        answer: Answer = await HistoryApi(self.services).reset_offsets(group_id, to_commit_at, execute)
         return self.page(
             "_rewind.html", {"group_id": group_id, "answer": answer, "to_commit_at": to_commit_at}
         )
