@@ -268,9 +268,7 @@ def test_offset_history_rewind(
                 "the offset history API (/api/groups/<g>/history, /reset-offsets; the ops-history work) "
                 f"is not served by this build: {status} {body}"
             )
-        first = min(
-            c["commit_timestamp"] for c in body["changes"] if c["offset"] == 5 and c["partition"] == 0
-        )
+        first = min(c["effective_at"] for c in body["changes"] if c["offset"] == 5 and c["partition"] == 0)
 
         # The group page charts the history.
         page.goto(f"{URL}/groups/{group}")
