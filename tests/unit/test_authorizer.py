@@ -211,11 +211,12 @@ def test_super_users_and_parsing() -> None:
 
 
 def test_follows_acl_removal() -> None:
+    """ACLs replayed before the authorizer loads (start-up), then removed live."""
     store = MetadataStore()
-    auth = StandardAuthorizer()
-    auth.load(store)
     acl_id = uuid.uuid4()
     store.replay(AclKey(acl_id), acl(T, "t", LIT, "User:bob", "*", Op.READ, ALLOW).to_record(acl_id), 0)
+    auth = StandardAuthorizer()
+    auth.load(store)
     assert auth.authorize(user("bob"), HOST, Op.READ, T, "t")
     store.replay(AclKey(acl_id), RemoveAccessControlEntryRecord(acl_id), 0)
     assert not auth.authorize(user("bob"), HOST, Op.READ, T, "t")
