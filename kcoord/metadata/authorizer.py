@@ -144,29 +144,38 @@ class StandardAuthorizer:
     def authorize_any(
         self, principal: KafkaPrincipal, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
-        """Whether ``operation`` is allowed on some resource of the type (Kafka's
-        authorizeByResourceType, which InitProducerId uses for idempotent producers: Write on any
-        topic). A DENY of the operation on the whole type (literal ``*`` or the empty prefix)
-        denies; else an ALLOW on any pattern allows; else ``allow.everyone.if.no.acl.found`` with
-        no ACL of the type at all."""
-        if str(principal) in self.super_users:
+        """Whether ``operation`` may be allowed on some resource of the type: Kafka's
+        Authorizer.authorizeByResourceType, which InitProducerId asks for idempotent producers
+        (Write on some topic). Allowed when a resource no ACL singles out would be (super users,
+        ``allow.everyone.if.no.acl.found``, a wildcard); else denied by a DENY on the literal
+        ``*``; else allowed by an ALLOW whose pattern no DENY dominates (the same literal, or a
+        prefix of it)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
         who = (str(principal), WILDCARD_PRINCIPAL)
-        acls = self._by_type.get(resource_type, ())
-        allowed = False
-        for acl in acls:
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allowed: list[tuple[PatternType, str]] = []
+        wildcard_allowed = False
+        for acl in self._by_type.get(resource_type, ()):
             if acl.principal not in who or (acl.host != WILDCARD and acl.host != host):
                 continue
             if acl.operation not in (operation, Op.ALL):
                 continue
+            literal = acl.pattern_type == PatternType.LITERAL
             if acl.permission_type == AclPermissionType.DENY:
-                whole_type = (acl.pattern_type == PatternType.LITERAL and acl.resource_name == WILDCARD) or (
-                    acl.pattern_type == PatternType.PREFIXED and acl.resource_name == ""
-                )
-                if whole_type:
+                if literal and acl.resource_name == WILDCARD:
                     return False
-                continue
-            allowed = True
-        if allowed:
+                (deny_literal if literal else deny_prefixed).add(acl.resource_name)
+            elif literal and acl.resource_name == WILDCARD:
+                wildcard_allowed = True  # unless a DENY of * comes later
+            else:
+                allowed.append((acl.pattern_type, acl.resource_name))
+        if wildcard_allowed:
             return True
-        return self.allow_if_no_acl_found and not acls
+        for pattern_type, name in allowed:
+            if pattern_type == PatternType.LITERAL and name in deny_literal:
+                continue
+            if not any(name[:end] in deny_prefixed for end in range(1, len(name) + 1)):
+                return True
+        return False
