@@ -286,6 +286,12 @@ def test_data_plane_and_admin_apis(held: BrokerProcess) -> None:
             timeout_ms=1000,
         )
         assert resp.topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+        deleted = c.request(ApiKey.DeleteTopics, 5, topic_names=["t", "u", "nope"], timeout_ms=1000)
+        assert [(r.name, r.error_code) for r in deleted.responses] == [
+            ("t", E.TOPIC_AUTHORIZATION_FAILED),  # Read implies Describe, not Delete
+            ("u", E.TOPIC_AUTHORIZATION_FAILED),
+            ("nope", E.TOPIC_AUTHORIZATION_FAILED),  # existence is not revealed
+        ]
         cp = request_class(ApiKey.CreatePartitions).CreatePartitionsTopic
         resp = c.request(
             ApiKey.CreatePartitions,

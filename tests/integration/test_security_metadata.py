@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -39,6 +40,7 @@ from kafka.admin import ResourceType as KResourceType
 from kafka.admin import ScramMechanism as KScramMechanism
 from kafka.admin import UserScramCredentialUpsertion as KUpsertion
 
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import request_class
 from tests.harness import BrokerFactory
 from tests.wire import ApiKey, Conn
@@ -174,6 +176,51 @@ def test_no_authorizer_is_security_disabled(broker_factory: BrokerFactory) -> No
             kadmin.describe_acls(everything)
     finally:
         kadmin.close()
+
+
+def test_cluster_metadata_is_never_a_topic(broker_factory: BrokerFactory) -> None:
+    """A topic named __cluster_metadata would share the security metadata's log directory."""
+    b = broker_factory()
+    with b.connect() as c:
+        creatable = request_class(ApiKey.CreateTopics).CreatableTopic
+        created = c.request(
+            ApiKey.CreateTopics,
+            7,
+            topics=[
+                creatable(
+                    name="__cluster_metadata",
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=10_000,
+            validate_only=False,
+        )
+        assert created.topics[0].error_code == ErrorCode.INVALID_REQUEST
+        topic = request_class(ApiKey.Metadata).MetadataRequestTopic
+        md = c.request(
+            ApiKey.Metadata,
+            12,
+            topics=[topic(topic_id=uuid.UUID(int=0), name="__cluster_metadata")],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+        assert md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    fs = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(
+                "u", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"p", b"s"
+            )
+        ]
+    )
+    assert fs["u"].result(timeout=10) is None
+    b.restart()
+    assert "u" in AdminClient({"bootstrap.servers": b.bootstrap}).describe_user_scram_credentials().result(
+        timeout=10
+    )
 
 
 def test_unknown_authorizer_is_refused(broker_factory: BrokerFactory) -> None:
