@@ -6,7 +6,8 @@ Random requests (upsertions and deletions of credentials, names repeated, bad me
 iterations; ACL creations, duplicates, invalid bindings; deletions by filters), compactions of
 the log and restarts run through the production shard (``MetadataStore`` on a
 ``CoordinatorShard`` and a real log, with the real cleaner). After every step a store loaded from
-the log equals the live one, and the answers agree with a model kept by the test.
+the log equals the live one, the answers agree with a model kept by the test, and an authorizer
+that followed every live change decides as one built from the replayed log.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kcoord.metadata.acls import (
     PatternType,
     ResourceType,
 )
+from kcoord.metadata.authorizer import StandardAuthorizer
 from kcoord.metadata.records import METADATA_RECORDS
 from kcoord.metadata.store import MetadataStore, ScramUpsertion
 from kcoord.protocol.errors import ErrorCode
@@ -39,6 +41,7 @@ from kcoord.runtime.outcome import Operation
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import CoordinatorShard
 from kcoord.security.credentials import credential_from_salted_password, salted_password
+from kcoord.security.principal import KafkaPrincipal
 from kcoord.storage.cleaner import clean
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
@@ -95,6 +98,14 @@ class MetadataHarness:
         asyncio.run(clean(self.shard.log, self.clock.now_ms(), 0))
 
 
+CHECKS = [
+    (who, op, rt, name)
+    for who in ("User:ANONYMOUS", "User:alice", "User:carol")
+    for op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
+    for rt in (ResourceType.TOPIC, ResourceType.GROUP)
+    for name in ("t", "t1", "t-*x", "g", "zzz")
+]
+
 upsertion = st.builds(
     lambda name, mech, iters, pw: ScramUpsertion(
         name, mech, iters, b"salt-" + pw, hashlib.sha256(pw).digest()
@@ -134,6 +145,8 @@ class MetadataLog(RuleBasedStateMachine):
         self.h = MetadataHarness(self.dir / "log")
         self.model_credentials: dict[tuple[str, int], int] = {}  # -> iterations
         self.model_acls: set[AclBinding] = set()
+        self.auth = StandardAuthorizer()  # follows the live store's changes, ACL by ACL
+        self.auth.load(self.h.store)
 
     def teardown(self) -> None:
         self.h.shard.log.close()
@@ -217,6 +230,8 @@ class MetadataLog(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         self.h.restart()
+        self.auth = StandardAuthorizer()
+        self.auth.load(self.h.store)
 
     @invariant()
     def replay_equals_live(self) -> None:
@@ -225,6 +240,14 @@ class MetadataLog(RuleBasedStateMachine):
         assert {k: c.iterations for k, c in live.credentials.items()} == self.model_credentials
         assert set(live.acls.values()) == self.model_acls
         assert len(live.acls) == len(self.model_acls)  # no ACL twice
+        # The authorizer that followed every change decides as one built from the replayed log.
+        fresh = StandardAuthorizer()
+        fresh.load(self.h.replay())
+        for who, op, rt, name in CHECKS:
+            principal = KafkaPrincipal.parse(who)
+            assert self.auth.authorize(principal, "127.0.0.1", op, rt, name) == fresh.authorize(
+                principal, "127.0.0.1", op, rt, name
+            ), (who, op, rt, name)
 
 
 MetadataLog.TestCase.settings = settings(
