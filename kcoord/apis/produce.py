@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, require, topic_authorized
+from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
@@ -78,8 +78,12 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
-    if req.transactional_id is not None:
-        require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id)
+    if req.transactional_id is not None and not authorized(
+        services, ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id
+    ):
+        if acks == 0:  # no answer is read: as Kafka, close the connection so the client notices
+            raise CloseConnection("acks=0 produce: TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+        return error_response(req, v, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     verified = _verify_transaction(services, req, v)
     responses = []
     touched = []
