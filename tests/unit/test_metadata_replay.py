@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kcoord.clock import ManualClock
+from kcoord.config import build_config
 from kcoord.metadata.acls import (
     AclBinding,
     AclBindingFilter,
@@ -35,13 +36,14 @@ from kcoord.metadata.acls import (
 )
 from kcoord.metadata.authorizer import StandardAuthorizer
 from kcoord.metadata.records import METADATA_RECORDS
-from kcoord.metadata.store import MetadataStore, ScramUpsertion
+from kcoord.metadata.store import MetadataCredentials, MetadataStore, ScramUpsertion
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Operation
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import CoordinatorShard
 from kcoord.security.credentials import credential_from_salted_password, salted_password
 from kcoord.security.principal import KafkaPrincipal
+from kcoord.server.coordinators import metadata_runtime
 from kcoord.storage.cleaner import clean
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
@@ -310,3 +312,28 @@ def test_removal_supersedes_the_credential_in_a_compacted_log(tmp_path: Path) ->
     assert stored_key not in data
     assert h.replay().credentials == {}
     _ = uuid  # ids are random: the model compares bindings
+
+
+def test_broker_credentials_source_follows_the_runtime(tmp_path: Path) -> None:
+    """The ScramCredentialSource the broker hands to SASL: nothing before the log is open, then
+    what the store holds, after a restart too."""
+    config = build_config({}, {"log_dirs": str(tmp_path)})
+    flusher = Flusher("os")
+    runtime = metadata_runtime(config, flusher, ManualClock())
+    source = MetadataCredentials(runtime)
+    assert source.scram_credential("SCRAM-SHA-256", "alice") is None
+    runtime.open(unclean=False)
+    salted = salted_password("SCRAM-SHA-256", b"pw", b"salt", 4096)
+    shard = runtime.shards[0]
+    answers: list[Any] = []
+    up = ScramUpsertion("alice", 1, 4096, b"salt", salted)
+    out = shard.run(lambda s, now: s.alter_credentials([], [up], answers.append, now), 0)
+    shard.append(out.records, 0)
+    expected = credential_from_salted_password("SCRAM-SHA-256", b"salt", salted, 4096)
+    assert source.scram_credential("SCRAM-SHA-256", "alice") == expected
+    assert source.scram_credential("SCRAM-SHA-512", "alice") is None
+    runtime.close()
+    again = metadata_runtime(config, flusher, ManualClock())
+    again.open(unclean=False)
+    assert MetadataCredentials(again).scram_credential("SCRAM-SHA-256", "alice") == expected
+    again.close()
