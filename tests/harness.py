@@ -216,3 +216,20 @@ def shared_broker(name: str, args: list[str] | None = None, scope: str = "module
         return b
 
     return _start, _hand_out
+
+
+def wait_assigned(consumer: Any, n: int) -> None:
+    """Poll a kafka-python consumer until ``n`` partitions are assigned. kafka-python 3.0.12 now
+    and then completes a join with nothing assigned (its leader logs "No partition metadata for
+    topic ..." for a topic that exists: a metadata response raced its assignment) and then waits
+    for its next metadata refresh, minutes later; subscribing again makes it join again."""
+    topics = sorted(consumer.subscription() or ())
+    for _attempt in range(3):
+        deadline = time.monotonic() + 10
+        while len(consumer.assignment()) < n and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        if len(consumer.assignment()) == n:
+            return
+        consumer.unsubscribe()
+        consumer.subscribe(topics)
+    assert len(consumer.assignment()) == n

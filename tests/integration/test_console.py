@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from tests.harness import BrokerProcess, free_port, shared_broker
+from tests.harness import BrokerProcess, free_port, shared_broker, wait_assigned
 from tests.integration.test_share_confluent import produce, run_worker, set_earliest, start_offsets
 
 CHROMIUM = "/usr/bin/chromium"
@@ -88,23 +88,6 @@ def api(path: str) -> tuple[int, Any]:
     except urllib.error.HTTPError as e:
         body = e.read()
         return e.code, json.loads(body) if body.startswith(b"{") else body.decode()
-
-
-def wait_assigned(consumer: KafkaConsumer, n: int) -> None:
-    """Poll until ``n`` partitions are assigned. kafka-python 3.0.12 now and then completes a join
-    with nothing assigned (its leader logs "No partition metadata for topic ..." for a topic that
-    exists: a metadata response raced its assignment) and then waits for its next metadata refresh,
-    minutes later; subscribing again makes it join again."""
-    topics = sorted(consumer.subscription() or ())
-    for _attempt in range(3):
-        deadline = time.monotonic() + 10
-        while len(consumer.assignment()) < n and time.monotonic() < deadline:
-            consumer.poll(timeout_ms=200)
-        if len(consumer.assignment()) == n:
-            return
-        consumer.unsubscribe()
-        consumer.subscribe(topics)
-    assert len(consumer.assignment()) == n
 
 
 @pytest.fixture

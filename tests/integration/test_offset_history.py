@@ -20,6 +20,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from kcoord.testing.broker import BrokerThread
+from tests.harness import wait_assigned
 from tests.integration.cli import kcoord
 
 COMPACTING = {
@@ -102,9 +103,7 @@ def test_history_by_member_survives_compaction_and_restart(tmp_path: Path) -> No
             "t", bootstrap_servers=b.bootstrap, group_id="g", client_id="history-client",
             enable_auto_commit=False, auto_offset_reset="earliest",
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
-            consumer.poll(timeout_ms=200)
+        wait_assigned(consumer, 2)
         member = call(b, "/api/groups/g")[1]["members"][0]["member_id"]
         for offsets in ({0: 5, 1: 7}, {0: 10}, {0: 15}):
             commit(consumer, "t", offsets)
@@ -237,9 +236,7 @@ def test_reset_is_refused_while_the_group_has_members(broker: BrokerThread) -> N
         "t", bootstrap_servers=broker.bootstrap, group_id="busy", enable_auto_commit=False,
         auto_offset_reset="earliest",
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
-        consumer.poll(timeout_ms=200)
+    wait_assigned(consumer, 2)
     after = commit(consumer, "t", {0: 4})
     commit(consumer, "t", {0: 9})
     status, doc = call(broker, "/api/groups/busy/reset-offsets", {"to_commit_at": after, "execute": True})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -23,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kcoord.config import BrokerConfig
 from kcoord.server.app import Broker
 from kcoord.testing.broker import BrokerThread
-from tests.harness import BrokerProcess, free_port, shared_broker
+from tests.harness import BrokerProcess, free_port, shared_broker, wait_assigned
 from tests.integration.test_share_confluent import produce, run_worker, set_earliest, start_offsets
 from tests.wire import ApiKey
 
@@ -72,10 +71,7 @@ def test_commits_rebalances_and_lag(obroker: BrokerProcess, unique_topic: str) -
         topic, bootstrap_servers=obroker.bootstrap, group_id=group, enable_auto_commit=False,
         auto_offset_reset="earliest",
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
-        consumer.poll(timeout_ms=200)
-    assert len(consumer.assignment()) == 2
+    wait_assigned(consumer, 2)
     consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(6, "", -1),
                      TopicPartition(topic, 1): OffsetAndMetadata(20, "", -1)})  # fmt: skip
     during = scrape()
