@@ -45,7 +45,7 @@ from kcoord.apis.config_sources import (
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all
 from kcoord.apis.services import Services
-from kcoord.config import BrokerConfig, kafka_name
+from kcoord.config import SENSITIVE, BrokerConfig, kafka_name
 from kcoord.dataplane.topic_config import (
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
@@ -188,7 +188,9 @@ def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: A
         if keys is not None and name not in keys:
             continue
         source = CONFIG_SOURCE_STATIC_BROKER if field in explicit else CONFIG_SOURCE_DEFAULT
-        value = getattr(cfg, field)
+        # Secrets (passwords, keys, JAAS users) are never shown, as Kafka's PASSWORD configs.
+        sensitive = field in SENSITIVE
+        value = None if sensitive else getattr(cfg, field)
         entries.append(
             _Entry(
                 name=name,
@@ -196,7 +198,7 @@ def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: A
                 read_only=True,
                 config_source=source,
                 is_default=source == CONFIG_SOURCE_DEFAULT,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 synonyms=[_Synonym(name=name, value=_str(value), source=source)]
                 if req.include_synonyms
                 else [],

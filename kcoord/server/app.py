@@ -20,6 +20,7 @@ from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metrics import Metrics
+from kcoord.security.credentials import ScramCredentialSource
 from kcoord.server.api_table import build_table
 from kcoord.server.coordinators import (
     group_runtime,
@@ -28,6 +29,7 @@ from kcoord.server.coordinators import (
     transaction_runtime,
 )
 from kcoord.server.dispatcher import Dispatcher
+from kcoord.server.listeners import NoScramCredentials, build_listener_security
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
@@ -38,7 +40,12 @@ log = structlog.get_logger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock | None = None,
+        scram_credentials: ScramCredentialSource | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.node_id = config.node_id
@@ -89,7 +96,11 @@ class Broker:
         )
         self.dispatcher = Dispatcher(self.services, self.table)
         self.server = KafkaServer(
-            self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes, self.shutdown
+            self.dispatcher,
+            config.listener_endpoints(),
+            config.socket_request_max_bytes,
+            self.shutdown,
+            build_listener_security(config, scram_credentials or NoScramCredentials()),
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)

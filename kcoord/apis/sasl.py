@@ -1,0 +1,111 @@
+"""SaslHandshake (key 17) and SaslAuthenticate (key 36): the SASL exchange of KIP-43/KIP-152.
+
+Behaviour / version notes:
+- served on SASL_PLAINTEXT and SASL_SSL listeners before authentication (the connection allows
+  nothing else then, server/server.py); on any other listener, or once authenticated, both
+  answer ILLEGAL_SASL_STATE, as Kafka's KafkaApis;
+- SaslHandshake v1 only: v0 would switch the connection to raw SASL tokens framed by size alone
+  (KIP-43), which none of the supported clients send; an unknown or disabled mechanism answers
+  UNSUPPORTED_SASL_MECHANISM with the enabled ones, then the connection is closed;
+- SaslAuthenticate v0-v2 carries the mechanism's tokens; a failure answers
+  SASL_AUTHENTICATION_FAILED with Kafka's message, logs a warning naming the peer, listener and
+  mechanism (never the credentials), and closes the connection after
+  ``connection.failed.authentication.delay.ms``;
+- session_lifetime_ms (v1+) is 0: kcoord does not offer re-authentication (KIP-368), so
+  ``connections.max.reauth.ms`` must stay 0 and sessions do not expire.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import structlog
+
+from kcoord.apis.context import RequestContext
+from kcoord.apis.services import Services
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator, State
+from kcoord.security.principal import KafkaPrincipal
+
+log = structlog.get_logger(__name__)
+
+
+class SaslConnection(Protocol):
+    """What the SASL handlers need of the connection (server/server.py's KafkaConnection)."""
+
+    peer: str
+    listener: str
+    authenticator: SaslAuthenticator | None
+
+    def authenticated(self, principal: KafkaPrincipal) -> None: ...
+
+    def close_after_answer(self, reason: str) -> None: ...
+
+
+def _authenticator(ctx: RequestContext) -> SaslAuthenticator | None:
+    return getattr(ctx.conn, "authenticator", None)
+
+
+def handle_handshake(services: Services, ctx: RequestContext, req: Any) -> Any:
+    resp = response_class(ApiKey.SaslHandshake)
+    auth = _authenticator(ctx)
+    if auth is None or auth.state is not State.HANDSHAKE:
+        return resp(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    enabled = list(auth.settings.mechanisms)
+    if not auth.handshake(req.mechanism):
+        conn: SaslConnection = ctx.conn
+        log.warning(
+            "SASL mechanism not enabled", peer=conn.peer, listener=conn.listener, mechanism=req.mechanism
+        )
+        conn.close_after_answer(f"unsupported SASL mechanism {req.mechanism}")
+        return resp(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
+    return resp(error_code=ErrorCode.NONE, mechanisms=enabled)
+
+
+def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> Any:
+    resp = response_class(ApiKey.SaslAuthenticate)
+    auth = _authenticator(ctx)
+    if auth is None or auth.state is not State.AUTHENTICATE:
+        message = (
+            "SaslAuthenticate request received after successful authentication"
+            if auth is None and getattr(ctx.conn, "security", None) is not None
+            else "Unexpected SaslAuthenticate request"
+        )
+        return resp(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message, auth_bytes=b"")
+    conn: SaslConnection = ctx.conn
+    try:
+        answer = auth.authenticate(bytes(req.auth_bytes))
+    except AuthenticationFailure as e:
+        log.warning(
+            "SASL authentication failed",
+            peer=conn.peer,
+            listener=conn.listener,
+            mechanism=auth.mechanism,
+            reason=e.detail,
+        )
+        conn.close_after_answer(f"failed authentication with SASL mechanism {auth.mechanism}")
+        return resp(
+            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+            error_message=e.message,
+            auth_bytes=b"",
+            session_lifetime_ms=0,
+        )
+    if auth.principal is not None:
+        conn.authenticated(auth.principal)
+        log.info(
+            "SASL client authenticated",
+            peer=conn.peer,
+            listener=conn.listener,
+            mechanism=auth.mechanism,
+            principal=str(auth.principal),
+        )
+    return resp(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer, session_lifetime_ms=0)
+
+
+def handshake_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return response_class(ApiKey.SaslHandshake)(error_code=code, mechanisms=[])
+
+
+def authenticate_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    return response_class(ApiKey.SaslAuthenticate)(error_code=code, error_message=message, auth_bytes=b"")
