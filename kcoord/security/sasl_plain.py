@@ -22,10 +22,8 @@ def parse_plain_token(token: bytes) -> tuple[str, str, str]:
         text = token.decode("utf-8")
     except UnicodeDecodeError:
         raise SaslAuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
-    # Java's String.split drops trailing empty strings, so "a\0b\0" is two tokens to Kafka.
-    parts = text.split("\0")
-    while parts and parts[-1] == "":
-        parts.pop()
+    # Kafka's extractTokens: at most four tokens, empty ones kept.
+    parts = text.split("\0", 3)
     if len(parts) != 3:
         raise SaslAuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
     authzid, username, password = parts

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 
 from kcoord.security.credentials import MIN_ITERATIONS, SCRAM_MECHANISMS, ScramCredentialSource
 from kcoord.security.errors import SaslAuthenticationFailed, SaslCredentialsRefused
@@ -55,12 +56,18 @@ def _extensions(text: str) -> dict[str, str]:
 class ScramServer:
     """One SCRAM exchange for one connection."""
 
-    def __init__(self, mechanism: str, credentials: ScramCredentialSource) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        credentials: ScramCredentialSource,
+        server_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
+    ) -> None:
         if mechanism not in SCRAM_MECHANISMS:
             raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
         self.mechanism = mechanism
         self._hash = SCRAM_MECHANISMS[mechanism][0]
         self._credentials = credentials
+        self._server_nonce = server_nonce
         self.username: str | None = None  # the authenticated user, once complete
         self.complete = False
         self._user: str | None = None
@@ -102,7 +109,7 @@ class ScramServer:
         self._user = user
         self._gs2_header = message[: m.start("bare")]
         self._first_bare = m["bare"]
-        self._nonce = m["nonce"] + secrets.token_urlsafe(24)
+        self._nonce = m["nonce"] + self._server_nonce()
         self._stored_key = credential.stored_key
         self._server_key = credential.server_key
         salt = base64.b64encode(credential.salt).decode()
