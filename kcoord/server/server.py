@@ -150,9 +150,8 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
-                self._close_after_pending(
-                    out, f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)"
-                )
+                limit = "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
+                self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
                 return
             if end - pos - 4 < size:
                 break
