@@ -318,3 +318,14 @@ def test_client_closes_after_failure_delay(secure: SecureBroker) -> None:
         assert resp.error_message == "Authentication failed: Invalid username or password"
         assert c.is_closed_by_peer()
         assert time.monotonic() - start >= 0.09  # connection.failed.authentication.delay.ms=100
+
+
+def test_describe_configs_hides_secrets(secure: SecureBroker) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": secure.bootstrap("PLAINTEXT")})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    for name in ("listener.name", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"):
+        assert configs[name].is_sensitive and configs[name].value is None, name
+    assert configs["ssl.keystore.location"].value.endswith("server.pem")
