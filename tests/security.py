@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from tests.harness import BrokerProcess, free_port
 
@@ -53,9 +54,14 @@ def make_secure_broker(root: Path, extra: dict[str, str] | None = None) -> Secur
     ca.cert_pem.write_to_path(str(ca_file))
     server.private_key_and_cert_chain_pem.write_to_path(str(server_pem))
     client_cert, client_key, client_pem = root / "client.crt", root / "client.key", root / "client.pem"
-    client_key.write_bytes(client.private_key_pem.bytes())
-    client_cert.write_bytes(b"".join(blob.bytes() for blob in client.cert_chain_pems))
-    client.private_key_and_cert_chain_pem.write_to_path(str(client_pem))
+    # PKCS#8, the one PEM key format Java's client reads (trustme writes EC keys as SEC1).
+    key = serialization.load_pem_private_key(client.private_key_pem.bytes(), None).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    chain = b"".join(blob.bytes() for blob in client.cert_chain_pems)
+    client_key.write_bytes(key)
+    client_cert.write_bytes(chain)
+    client_pem.write_bytes(key + chain)
 
     b = BrokerProcess(root / "data", root / "broker.log")
     ports = {

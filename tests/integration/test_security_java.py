@@ -1,0 +1,99 @@
+"""The Java client (kafka-clients 4.3) on secured listeners: SASL_SSL with PLAIN, SSL with mutual
+TLS (PEM stores on both sides), and a wrong password (SaslAuthenticationException with Kafka's
+message, the broker stays up). SCRAM is in test_scram_clients.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import track_broker
+from tests.integration.test_java import classpath
+from tests.security import CLIENT_DN, USERS, SecureBroker, make_secure_broker
+
+pytestmark = pytest.mark.java
+
+JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
+
+
+@pytest.fixture(scope="module")
+def java() -> str:
+    exe = shutil.which("java")
+    if exe is None:
+        pytest.skip("java is not installed")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    sb = make_secure_broker(
+        tmp_path_factory.mktemp("secure-java"),
+        {"group.initial.rebalance.delay.ms": "0", "sasl.failed.authentication.max.per.ip": "1000"},
+    )
+    sb.broker.start()
+    yield sb
+    sb.broker.stop()
+
+
+def probe(java: str, *args: str) -> str:
+    proc = subprocess.run(
+        [java, "-cp", classpath("4.3.0"), str(JAVA_DIR / "SecurityProbe.java"), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0 and "PROBE OK" in proc.stdout, (proc.stdout + proc.stderr)[-8000:]
+    return proc.stdout
+
+
+def sasl_ssl(sb: SecureBroker, password: str) -> list[str]:
+    return [
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=PLAIN",
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{password}";',
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={sb.ca_file}",
+    ]
+
+
+@pytest.mark.timeout(900)  # the first run on a machine downloads the client jars
+def test_java_sasl_ssl_plain(
+    java: str, secure: SecureBroker, unique_topic: str, request: pytest.FixtureRequest
+) -> None:
+    track_broker(request, secure.broker)
+    probe(java, "roundtrip", secure.bootstrap("SASL_SSL"), unique_topic, *sasl_ssl(secure, USERS["alice"]))
+    assert "listener=SASL_SSL mechanism=PLAIN" in secure.broker.log_text()
+
+
+def test_java_ssl_mutual_tls(
+    java: str, secure: SecureBroker, unique_topic: str, request: pytest.FixtureRequest
+) -> None:
+    track_broker(request, secure.broker)
+    probe(
+        java,
+        "roundtrip",
+        secure.bootstrap("SSL"),
+        unique_topic,
+        "security.protocol=SSL",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={secure.ca_file}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={secure.client_pem_file}",
+    )
+    assert f"principal='User:{CLIENT_DN}'" in secure.broker.log_text()
+
+
+def test_java_wrong_password(
+    java: str, secure: SecureBroker, unique_topic: str, request: pytest.FixtureRequest
+) -> None:
+    track_broker(request, secure.broker)
+    out = probe(java, "badauth", secure.bootstrap("SASL_SSL"), *sasl_ssl(secure, "wrong"))
+    assert "@@ AUTHFAIL Authentication failed: Invalid username or password" in out
+    assert "SASL authentication failed" in secure.broker.log_text()
+    # The broker stays up and a good client still works.
+    probe(java, "roundtrip", secure.bootstrap("SASL_SSL"), unique_topic, *sasl_ssl(secure, USERS["alice"]))
