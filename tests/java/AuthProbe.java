@@ -1,8 +1,8 @@
 // The official Java client on a secured listener (SASL_SSL with PLAIN or SCRAM, SSL with mutual
 // TLS): the client configuration comes as k=v arguments, exactly as a Kafka user would write it.
 //
-//   java -cp "$(tests/java/client-jars.sh)" tests/java/SecurityProbe.java roundtrip HOST:PORT TOPIC [k=v ...]
-//   java -cp "$(tests/java/client-jars.sh)" tests/java/SecurityProbe.java badauth HOST:PORT [k=v ...]
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java roundtrip HOST:PORT TOPIC [k=v ...]
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java badauth HOST:PORT [k=v ...]
 //
 // roundtrip: create TOPIC through Admin, produce 100 records (acks=all, idempotent), consume
 // them in a group (subscribe, poll, commitSync) and read the committed offset back through Admin.
@@ -29,7 +29,7 @@ import org.apache.kafka.common.errors.SaslAuthenticationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
-public class SecurityProbe {
+public class AuthProbe {
     static void check(boolean ok, String what) {
         if (!ok) {
             System.out.println("CHECK FAILED: " + what);

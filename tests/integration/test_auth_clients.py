@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from tests.harness import track_broker
-from tests.security import CLIENT_DN, USERS, SecureBroker, make_secure_broker
+from tests.secure_broker import CLIENT_DN, USERS, SecureBroker, make_secure_broker
 from tests.wire import Conn
 
 N = 50

@@ -1,6 +1,6 @@
 """The Java client (kafka-clients 4.3) on secured listeners: SASL_SSL with PLAIN, SSL with mutual
 TLS (PEM stores on both sides), and a wrong password (SaslAuthenticationException with Kafka's
-message, the broker stays up). SCRAM is in test_scram_clients.py."""
+message, the broker stays up). SCRAM users created through Admin are in test_auth_scram.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from tests.harness import track_broker
 from tests.integration.test_java import classpath
-from tests.security import CLIENT_DN, USERS, SecureBroker, make_secure_broker
+from tests.secure_broker import CLIENT_DN, USERS, SecureBroker, make_secure_broker
 
 pytestmark = pytest.mark.java
 
@@ -41,7 +41,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
 
 def probe(java: str, *args: str) -> str:
     proc = subprocess.run(
-        [java, "-cp", classpath("4.3.0"), str(JAVA_DIR / "SecurityProbe.java"), *args],
+        [java, "-cp", classpath("4.3.0"), str(JAVA_DIR / "AuthProbe.java"), *args],
         capture_output=True,
         text=True,
         timeout=240,
