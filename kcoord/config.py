@@ -49,6 +49,8 @@ PER_LISTENER = (
 )
 # Settings that hold secrets: DescribeConfigs shows them as sensitive, without their value.
 SENSITIVE = frozenset({"ssl_keystore_key", "ssl_key_password", "sasl_jaas_config", "listener_name"})
+# Kafka's KRaft authorizer (AclAuthorizer, the ZooKeeper one, went with ZooKeeper in Kafka 4).
+STANDARD_AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",)
 
 
 def kafka_name(field_name: str) -> str:
@@ -304,6 +306,24 @@ class BrokerConfig(BaseModel):
         86400000, description="Keep tombstones this long when compacting."
     )
 
+    # --- authorization (kcoord/metadata/authorizer.py) ----------------------------------------
+    authorizer_class_name: str = Field(
+        "",
+        description=(
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty: no authorizer "
+            "(every request allowed, the ACL APIs answer SECURITY_DISABLED)."
+        ),
+    )
+    super_users: str = Field(
+        "", description="Semicolon-separated principals (User:alice) allowed everything."
+    )
+    allow_everyone_if_no_acl_found: bool = Field(
+        False, description="Allow an operation on a resource that no ACL names at all."
+    )
+    metadata_log_segment_bytes: int = Field(
+        1073741824, description="Segment size of __cluster_metadata (SCRAM credentials and ACLs)."
+    )
+
     @field_validator("group_consumer_migration_policy", mode="before")
     @classmethod
     def _policy_any_case(cls, v: object) -> object:
@@ -434,6 +454,19 @@ class BrokerConfig(BaseModel):
         if value is None:
             return getattr(self, field)
         return getattr(type(self).model_validate({field: value}), field)
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _known_authorizer(cls, v: str) -> str:
+        # Kafka's KRaft authorizer is the one kcoord implements; another class would be a
+        # different policy silently replaced by this one.
+        v = v.strip()
+        if v and v not in STANDARD_AUTHORIZERS:
+            raise ValueError(
+                f"authorizer.class.name {v!r} is not available; kcoord implements only "
+                f"{STANDARD_AUTHORIZERS[0]} (or empty: no authorizer)"
+            )
+        return v
 
     @field_validator("http_listeners")
     @classmethod

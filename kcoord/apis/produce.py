@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, require, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
@@ -77,13 +78,20 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
+    if req.transactional_id is not None:
+        require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id)
     verified = _verify_transaction(services, req, v)
     responses = []
     touched = []
     for td in req.topic_data:
         topic = pm.get_by_id(td.topic_id) if v >= 13 else pm.get(td.name)
+        name = topic.name if topic is not None else td.name if v < 13 else None
+        writable = name is None or topic_authorized(services, ctx, Op.WRITE, name)
         parts_out = []
         for pd in td.partition_data:
+            if not writable:
+                parts_out.append(_partition_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts_out.append(_partition_error(pd.index, code))

@@ -20,7 +20,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
+from kcoord.apis.acl_operations import bitfield
+from kcoord.apis.authorization import (
+    GROUP,
+    Op,
+    authorized_operations,
+    authorized_topics,
+    group_authorized,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
@@ -35,7 +43,6 @@ from kcoord.share.partition import SharePartition
 from kcoord.share.store import ShareGroups
 
 ZERO_UUID = uuid.UUID(int=0)
-GROUP_OPERATIONS_INT = bitfield(GROUP_OPERATIONS)
 SHARE = ShareGroups.group_type
 
 _, _HBResp = register_schema_pair("ShareGroupHeartbeat")
@@ -64,6 +71,17 @@ def _hb_error(code: int, message: str | None, member_id: str | None = None) -> A
 
 def handle_share_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     gid, mid, epoch = req.group_id, req.member_id, req.member_epoch
+    # Kafka's KafkaApis: Read on the group, then Describe on every subscribed topic name, before
+    # the coordinator validates the request.
+    require(services, ctx, Op.READ, GROUP, gid or "")
+    names = req.subscribed_topic_names or []
+    hidden = set(names) - authorized_topics(services, ctx, Op.DESCRIBE, names)
+    if hidden:
+        return _hb_error(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "The member is not authorized to describe topics: " + ", ".join(sorted(hidden)),
+            mid,
+        )
     if not gid:
         return _hb_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     if not mid:
@@ -146,8 +164,27 @@ def handle_share_describe(services: Services, ctx: RequestContext, req: Any) -> 
     pm = services.partitions
     groups = []
     for gid in req.group_ids:
+        if not group_authorized(services, ctx, Op.DESCRIBE, gid):
+            groups.append(
+                _DResp.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    group_id=gid,
+                    group_state="",
+                    group_epoch=0,
+                    assignment_epoch=0,
+                    assignor_name="",
+                    members=[],
+                    authorized_operations=-2147483648,
+                )
+            )
+            continue
         group = services.groups.state_for(gid).kind(ShareGroups).get(gid)
-        ops = GROUP_OPERATIONS_INT if req.include_authorized_operations else -2147483648
+        ops = (
+            bitfield(authorized_operations(services, ctx, GROUP, gid))
+            if req.include_authorized_operations
+            else -2147483648
+        )
         if group is None or group.dead:
             groups.append(
                 _DResp.DescribedGroup(
@@ -227,6 +264,16 @@ def handle_describe_offsets(services: Services, ctx: RequestContext, req: Any) -
     pm = services.partitions
     out_groups = []
     for g in req.groups:
+        if not group_authorized(services, ctx, Op.DESCRIBE, g.group_id):
+            out_groups.append(
+                _DOResp.DescribeShareGroupOffsetsResponseGroup(
+                    group_id=g.group_id,
+                    topics=[],
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
+            continue
         group = services.groups.state_for(g.group_id).kind(ShareGroups).get(g.group_id)
         if group is None or group.dead:
             out_groups.append(
@@ -306,6 +353,7 @@ def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> A
     gid = req.group_id
     if not gid:
         return alter_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.READ, GROUP, gid)
     if _not_share_group(services, gid):
         return alter_offsets_error_response(
             req, 0, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
@@ -390,6 +438,7 @@ def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> 
     gid = req.group_id
     if not gid:
         return delete_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.DELETE, GROUP, gid)
     pm = services.partitions
 
     def build(result: Any) -> Any:

@@ -21,6 +21,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kcoord.apis.authorization import Op, cluster_authorized, topic_authorized
 from kcoord.apis.config_sources import topic_config_source
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
@@ -40,9 +41,15 @@ def handle_create(services: Services, ctx: RequestContext, req: Any) -> Any:
     cfg = services.config
     counts = Counter(t.name for t in req.topics)
     results = []
+    may_create_any = cluster_authorized(services, ctx, Op.CREATE)
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if not (may_create_any or topic_authorized(services, ctx, Op.CREATE, t.name)):
+            results.append(
+                _create_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            )
             continue
         try:
             num_partitions, rf = _partitions_and_rf(t, cfg)
@@ -59,7 +66,11 @@ def handle_create(services: Services, ctx: RequestContext, req: Any) -> Any:
             num_partitions=num_partitions,
             replication_factor=rf,
         )
-        if v >= 5:
+        if v >= 5 and not topic_authorized(services, ctx, Op.DESCRIBE_CONFIGS, t.name):
+            # Kafka creates the topic but keeps its configs from who may not describe them.
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.configs = None
+        elif v >= 5:
             result.configs = [
                 _CConfig(
                     name=name,
@@ -146,8 +157,28 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
             topic = pm.get_by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
             missing = ErrorCode.UNKNOWN_TOPIC_ID
         else:
+            if not topic_authorized(services, ctx, Op.DELETE, name):
+                results.append(
+                    _DResult(
+                        name=name,
+                        topic_id=topic_id or ZERO_UUID,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=None,
+                    )
+                )
+                continue
             topic = pm.get(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if topic is not None and not topic_authorized(services, ctx, Op.DELETE, topic.name):
+            results.append(
+                _DResult(
+                    name=None,
+                    topic_id=topic.topic_id,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
+            continue
         if topic is None:
             results.append(
                 _DResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=missing, error_message=None)
@@ -196,6 +227,8 @@ def handle_create_partitions(services: Services, ctx: RequestContext, req: Any) 
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {t.name} is listed more than once")
+            if not topic_authorized(services, ctx, Op.ALTER, t.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if t.assignments is not None:
                 topic = pm.get(t.name)
                 added = t.count - (len(topic.partitions) if topic else 0)

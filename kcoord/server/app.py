@@ -20,16 +20,18 @@ from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metrics import Metrics
-from kcoord.security.credentials import ScramCredentialSource
+from kcoord.security.credentials import ScramCredential
 from kcoord.server.api_table import build_table
 from kcoord.server.coordinators import (
+    authorizer,
     group_runtime,
+    metadata_runtime,
     record_partition_load_times,
     register_group_coordinator_metrics,
     transaction_runtime,
 )
 from kcoord.server.dispatcher import Dispatcher
-from kcoord.server.listeners import NoScramCredentials, build_listener_security
+from kcoord.server.listeners import build_listener_security
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
@@ -40,12 +42,7 @@ log = structlog.get_logger(__name__)
 
 
 class Broker:
-    def __init__(
-        self,
-        config: BrokerConfig,
-        clock: Clock | None = None,
-        scram_credentials: ScramCredentialSource | None = None,
-    ) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.node_id = config.node_id
@@ -75,6 +72,9 @@ class Broker:
         )
         self.markers.transactions = self.transactions
         self.transactions.on_failure = lambda _exc: self.fatal.set()
+        self.metadata = metadata_runtime(config, self.flusher, self.clock)
+        self.metadata.on_failure = lambda _exc: self.fatal.set()
+        self.authorizer = authorizer(config)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
         self.table = build_table()
@@ -90,6 +90,8 @@ class Broker:
             groups=self.groups,
             transactions=self.transactions,
             share=self.share,
+            metadata=self.metadata,
+            authorizer=self.authorizer,
             metrics=self.metrics,
             shutdown=self.shutdown,
             api_versions=self.table.api_versions,
@@ -100,11 +102,12 @@ class Broker:
             config.listener_endpoints(),
             config.socket_request_max_bytes,
             self.shutdown,
-            build_listener_security(config, scram_credentials or NoScramCredentials()),
+            build_listener_security(config, self),
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
         self.transactions.after_run.append(self.server.write_ready)
+        self.metadata.after_run.append(self.server.write_ready)
         self.server.add_close_listener(self.share.connection_closed)
         self.ops = OpsServer(OpsHttp(self.services, self.status), config.http_endpoints())
         self._tasks: list[asyncio.Task[Any]] = []
@@ -122,6 +125,11 @@ class Broker:
                 return ep
         bound_host, bound_port = next(iter(self.server.bound.values()))
         return Endpoint(listener, bound_host, bound_port)
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """The SASL/SCRAM server's ScramCredentialSource: the credentials of __cluster_metadata,
+        read from its shard's state as it is now (the state is replaced when the log loads)."""
+        return self.metadata.shards[0].state.scram_credential(mechanism, user)
 
     # --- lifecycle -------------------------------------------------------------------------
     def status(self) -> str:
@@ -153,12 +161,16 @@ class Broker:
             self.partitions.add_internal_topic(
                 self.transactions.topic, self.transactions.logs, {"cleanup.policy": "compact"}
             )
+            self.metadata.open(unclean=self.partitions.unclean_start)
+            if self.authorizer is not None:
+                self.authorizer.load(self.metadata.shards[0].state)
         finally:
             if gc_was_enabled:
                 gc.enable()
         self.flusher.start()
         self.groups.start()
         self.transactions.start()
+        self.metadata.start()
         self.share.forget_deleted_topics()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
@@ -187,9 +199,11 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.metadata.stop()
         await self.transactions.stop()
         await self.groups.stop()
         await self.flusher.stop()
+        self.metadata.close()
         self.transactions.close()
         self.groups.close()
         self.partitions.close()

@@ -15,7 +15,7 @@ import structlog
 
 from kcoord.config import BrokerConfig
 from kcoord.security.authenticator import FailedAuthentications, SaslSettings
-from kcoord.security.credentials import ScramCredential, ScramCredentialSource
+from kcoord.security.credentials import ScramCredentialSource
 from kcoord.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS
 from kcoord.security.sasl_plain import plain_users
 from kcoord.security.ssl_principal import SslPrincipalMapper
@@ -33,13 +33,6 @@ class ListenerSecurity:
     sasl: SaslSettings | None
     sasl_max_receive_size: int
     failed_authentication_delay_s: float
-
-
-class NoScramCredentials:
-    """The SCRAM credentials of a broker that keeps none: every SCRAM user is unknown."""
-
-    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        return None
 
 
 def _tls(config: BrokerConfig, listener: str) -> ssl.SSLContext:

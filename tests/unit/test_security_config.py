@@ -14,9 +14,15 @@ from pydantic import ValidationError
 
 from kcoord import cli
 from kcoord.config import BrokerConfig, load_toml
-from kcoord.server.listeners import NoScramCredentials, build_listener_security
+from kcoord.security.credentials import ScramCredential
+from kcoord.server.listeners import build_listener_security
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+class NoScramCredentials:
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        return None
 
 
 @pytest.fixture
