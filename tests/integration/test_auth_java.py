@@ -1,6 +1,7 @@
 """The Java client (kafka-clients 4.3) on secured listeners: SASL_SSL with PLAIN, SSL with mutual
-TLS (PEM stores on both sides), and a wrong password (SaslAuthenticationException with Kafka's
-message, the broker stays up). SCRAM users created through Admin are in test_auth_scram.py."""
+TLS (PEM stores on both sides), SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256 for users the Java
+Admin created (alterUserScramCredentials), and wrong passwords (SaslAuthenticationException with
+Kafka's message, the broker stays up)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,30 @@ def test_java_wrong_password(
     assert "SASL authentication failed" in secure.broker.log_text()
     # The broker stays up and a good client still works.
     probe(java, "roundtrip", secure.bootstrap("SASL_SSL"), unique_topic, *sasl_ssl(secure, USERS["alice"]))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256"])
+def test_java_scram_user_created_through_admin(
+    java: str, secure: SecureBroker, unique_topic: str, request: pytest.FixtureRequest, mechanism: str
+) -> None:
+    track_broker(request, secure.broker)
+    user = "erin-" + mechanism[-3:]
+    probe(java, "scram-user", secure.bootstrap("PLAINTEXT"), user, "erin-secret", mechanism)
+
+    def scram(password: str) -> list[str]:
+        return [
+            "security.protocol=SASL_SSL",
+            f"sasl.mechanism={mechanism}",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{password}";',
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={secure.ca_file}",
+        ]
+
+    probe(java, "roundtrip", secure.bootstrap("SASL_SSL"), unique_topic, *scram("erin-secret"))
+    assert f"principal=User:{user}" in secure.broker.log_text()
+    out = probe(java, "badauth", secure.bootstrap("SASL_SSL"), *scram("wrong"))
+    assert (
+        "@@ AUTHFAIL Authentication failed during authentication due to invalid credentials with SASL "
+        f"mechanism {mechanism}" in out
+    )

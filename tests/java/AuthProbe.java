@@ -3,11 +3,14 @@
 //
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java roundtrip HOST:PORT TOPIC [k=v ...]
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java badauth HOST:PORT [k=v ...]
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java scram-user HOST:PORT USER PASSWORD MECHANISM
 //
 // roundtrip: create TOPIC through Admin, produce 100 records (acks=all, idempotent), consume
 // them in a group (subscribe, poll, commitSync) and read the committed offset back through Admin.
 // badauth: the first Admin call must fail with SaslAuthenticationException; prints
-// "@@ AUTHFAIL <message>". Both print PROBE OK at the end.
+// "@@ AUTHFAIL <message>". scram-user: Admin.alterUserScramCredentials upserts USER with
+// PASSWORD for MECHANISM (SCRAM-SHA-256 or SCRAM-SHA-512, 8192 iterations) and describes it back.
+// Each prints PROBE OK at the end.
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,6 +22,9 @@ import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -41,10 +47,22 @@ public class AuthProbe {
         String mode = args[0];
         Properties base = new Properties();
         base.put("bootstrap.servers", args[1]);
-        int first = mode.equals("roundtrip") ? 3 : 2;
+        int first = mode.equals("roundtrip") ? 3 : mode.equals("scram-user") ? 5 : 2;
         for (int i = first; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             base.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
+        if (mode.equals("scram-user")) {
+            ScramMechanism mechanism = ScramMechanism.fromMechanismName(args[4]);
+            try (Admin admin = Admin.create(base)) {
+                admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+                    args[2], new ScramCredentialInfo(mechanism, 8192), args[3]))).all().get();
+                var described = admin.describeUserScramCredentials(List.of(args[2])).all().get();
+                check(described.get(args[2]).credentialInfos().equals(List.of(new ScramCredentialInfo(mechanism, 8192))),
+                    "described " + described);
+            }
+            System.out.println("PROBE OK");
+            return;
         }
         if (mode.equals("badauth")) {
             Properties p = new Properties();
