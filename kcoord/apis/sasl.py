@@ -30,6 +30,9 @@ from kcoord.security.principal import KafkaPrincipal
 
 log = structlog.get_logger(__name__)
 
+_HandshakeResponse: Any = response_class(ApiKey.SaslHandshake)
+_AuthenticateResponse: Any = response_class(ApiKey.SaslAuthenticate)
+
 
 class SaslConnection(Protocol):
     """What the SASL handlers need of the connection (server/server.py's KafkaConnection)."""
@@ -48,7 +51,7 @@ def _authenticator(ctx: RequestContext) -> SaslAuthenticator | None:
 
 
 def handle_handshake(services: Services, ctx: RequestContext, req: Any) -> Any:
-    resp = response_class(ApiKey.SaslHandshake)
+    resp = _HandshakeResponse
     auth = _authenticator(ctx)
     if auth is None or auth.state is not State.HANDSHAKE:
         return resp(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
@@ -64,7 +67,7 @@ def handle_handshake(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> Any:
-    resp = response_class(ApiKey.SaslAuthenticate)
+    resp = _AuthenticateResponse
     auth = _authenticator(ctx)
     if auth is None or auth.state is not State.AUTHENTICATE:
         message = (
@@ -104,8 +107,8 @@ def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> An
 
 
 def handshake_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return response_class(ApiKey.SaslHandshake)(error_code=code, mechanisms=[])
+    return _HandshakeResponse(error_code=code, mechanisms=[])
 
 
 def authenticate_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return response_class(ApiKey.SaslAuthenticate)(error_code=code, error_message=message, auth_bytes=b"")
+    return _AuthenticateResponse(error_code=code, error_message=message, auth_bytes=b"")

@@ -61,7 +61,7 @@ class _Tokens:
         if c != '"':
             return self.word("an option value")
         self.pos += 1
-        out = []
+        out: list[str] = []
         while self.pos < len(self.text):
             c = self.text[self.pos]
             self.pos += 1

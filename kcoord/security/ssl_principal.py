@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -39,7 +40,7 @@ def _escape(value: str) -> str:
     return "".join(out)
 
 
-def _der_hex(attr: x509.NameAttribute) -> str:
+def _der_hex(attr: x509.NameAttribute[Any]) -> str:
     tag = attr._type.value  # the ASN.1 string type the certificate used
     value = (
         attr.value if isinstance(attr.value, bytes) else attr.value.encode(_STRING_CODECS.get(tag, "utf-8"))
