@@ -125,3 +125,28 @@ def test_java_scram_user_created_through_admin(
         "@@ AUTHFAIL Authentication failed during authentication due to invalid credentials with SASL "
         f"mechanism {mechanism}" in out
     )
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("version", ["3.9.0", "4.3.0"])
+def test_spark_connector_pattern_over_sasl_ssl(
+    java: str, secure: SecureBroker, request: pytest.FixtureRequest, version: str
+) -> None:
+    """Spark's Kafka connector call sequences (tests/java/SparkConnectorProbe.java) with the
+    kafka.* options a Spark job passes for SASL_SSL, on the client Spark 4.0 ships (3.9) and 4.3."""
+    track_broker(request, secure.broker)
+    proc = subprocess.run(
+        [
+            java,
+            "-cp",
+            classpath(version),
+            str(JAVA_DIR / "SparkConnectorProbe.java"),
+            secure.bootstrap("SASL_SSL"),
+            f"spark-sasl-{version}",
+            *sasl_ssl(secure, USERS["alice"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "PROBE OK" in proc.stdout, (proc.stdout + proc.stderr)[-8000:]
