@@ -29,6 +29,7 @@ from kcoord.security.scram import ScramServer
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+MAX_TRACKED_IPS = 10_000  # addresses with recent failures remembered at once
 
 
 class SaslMechanismServer(Protocol):
@@ -75,6 +76,13 @@ class FailedAuthentications:
     def record(self, ip: str) -> None:
         if self.max_per_ip <= 0:
             return
+        if len(self._failures) >= MAX_TRACKED_IPS:
+            # Many addresses (an IPv6 range) must not grow this without bound: forget the
+            # expired ones, and if all are recent, the one whose latest failure is oldest.
+            for other in list(self._failures):
+                self._recent(other)
+            if len(self._failures) >= MAX_TRACKED_IPS:
+                del self._failures[min(self._failures, key=lambda k: self._failures[k][-1])]
         times = self._recent(ip)
         if times is None:
             times = self._failures[ip] = deque()

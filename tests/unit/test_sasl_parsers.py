@@ -242,6 +242,19 @@ def test_failures_per_ip_are_limited_then_forgotten() -> None:
     assert attempt("alice-secret") is None
 
 
+def test_failure_tracking_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kcoord.security.authenticator as authenticator
+
+    monkeypatch.setattr(authenticator, "MAX_TRACKED_IPS", 3)
+    now = [0.0]
+    failures = FailedAuthentications(1, 60_000, now=lambda: now[0])
+    for i in range(5):
+        now[0] += 1
+        failures.record(f"10.0.0.{i}")
+    assert len(failures._failures) == 3
+    assert failures.blocked("10.0.0.4") and not failures.blocked("10.0.0.0")  # the oldest forgotten
+
+
 # --- mutual TLS: the DN and Kafka's mapping rules ----------------------------------------------
 def _certificate_name(*rdns: x509.RelativeDistinguishedName) -> x509.Name:
     key = ec.generate_private_key(ec.SECP256R1())
