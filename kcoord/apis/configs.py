@@ -57,6 +57,7 @@ from kcoord.dataplane.topic_config import (
 )
 from kcoord.groups.records import GroupConfigKey, GroupConfigValue
 from kcoord.groups.store import GroupStore
+from kcoord.protocol.configs import TYPE_PASSWORD
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Operation, Outcome, Responder
@@ -209,7 +210,7 @@ def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: A
                 synonyms=[_Synonym(name=name, value=_str(value), source=source)]
                 if req.include_synonyms
                 else [],
-                config_type=_type_of(info.annotation),
+                config_type=TYPE_PASSWORD if sensitive else _type_of(info.annotation),
                 documentation=info.description if req.include_documentation else None,
             )
         )

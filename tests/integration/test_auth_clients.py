@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
+from kcoord.protocol.messages import ApiKey, request_class
 from tests.harness import track_broker
 from tests.secure_broker import CLIENT_DN, USERS, SecureBroker, make_secure_broker
 from tests.wire import Conn
@@ -329,3 +330,18 @@ def test_describe_configs_hides_secrets(secure: SecureBroker) -> None:
     for name in ("listener.name", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"):
         assert configs[name].is_sensitive and configs[name].value is None, name
     assert configs["ssl.keystore.location"].value.endswith("server.pem")
+    # Typed PASSWORD (9), as Kafka's password configs (confluent's client does not show types).
+    with Conn("127.0.0.1", secure.ports["PLAINTEXT"]) as c:
+        req = request_class(ApiKey.DescribeConfigs)
+        resource = req.DescribeConfigsResource(
+            resource_type=4, resource_name="1", configuration_keys=["sasl.jaas.config"]
+        )
+        resp = c.request(
+            ApiKey.DescribeConfigs,
+            4,
+            resources=[resource],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        (entry,) = resp.results[0].configs
+        assert (entry.name, entry.value, entry.config_type) == ("sasl.jaas.config", None, 9)
