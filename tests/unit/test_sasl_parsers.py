@@ -4,6 +4,7 @@ kafka-python's SCRAM client), the failure limit per IP, DN rendering and Kafka's
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 
 import pytest
@@ -11,6 +12,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
 from kcoord.security.authenticator import (
@@ -306,3 +309,55 @@ def test_kafka_principal_mapping_rules() -> None:
     for bad in ("DEFAULT, RULE:x", "RULE:^CN=(.*)$/$1/X", "nonsense"):
         with pytest.raises(ValueError, match="Invalid rule"):
             SslPrincipalMapper(bad)
+
+
+# --- hostile input: only the parsers' own errors, whatever the bytes -----------------------------
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_plain_any_bytes(token: bytes) -> None:
+    with contextlib.suppress(SaslAuthenticationFailed):
+        PlainServer({"alice": "pw"}).evaluate(token)
+
+
+def _pieces(*pieces: str) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(pieces), max_size=60).map("".join)
+
+
+_SCRAM_TEXT = _pieces(*"nacrpsiv=,biwsABC+/0123456789\x00\xff", "alice", "=2C", "=3D", "SRV")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=120), _SCRAM_TEXT)
+def test_scram_any_messages(raw: bytes, shaped: str) -> None:
+    creds = Credentials()
+    creds.add("SCRAM-SHA-256", "alice", "pw")
+    for first in (raw, ("n,,n=alice,r=abc" + shaped).encode("utf-8", "surrogateescape")):
+        server = ScramServer("SCRAM-SHA-256", creds, server_nonce=lambda: "SRV")
+        with contextlib.suppress(SaslAuthenticationFailed, SaslCredentialsRefused):
+            server.evaluate(first)
+            server.evaluate(("c=biws,r=abcSRV" + shaped).encode("utf-8", "surrogateescape"))
+            server.evaluate(raw)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_pieces(*'ab_=;" \\\n.', "required", "user_x", "org.Module"))
+def test_jaas_any_text(text: str) -> None:
+    with contextlib.suppress(JaasConfigError):
+        parse_jaas_config(text)
+
+
+_RULE_TEXT = _pieces("RULE:", "DEFAULT", "/", ",", " ", "^CN=(.*)$", "$1", "L", "U", "(")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.text(max_size=60), _RULE_TEXT),
+    st.text(max_size=40),
+)
+def test_mapping_rules_any_text(rules: str, dn: str) -> None:
+    try:
+        mapper = SslPrincipalMapper(rules)
+    except ValueError:
+        return
+    with contextlib.suppress(ValueError):
+        mapper.name(dn)
