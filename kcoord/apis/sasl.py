@@ -4,9 +4,11 @@ Behaviour / version notes:
 - served on SASL_PLAINTEXT and SASL_SSL listeners before authentication (the connection allows
   nothing else then, server/server.py); on any other listener, or once authenticated, both
   answer ILLEGAL_SASL_STATE, as Kafka's KafkaApis;
-- SaslHandshake v1 only: v0 would switch the connection to raw SASL tokens framed by size alone
-  (KIP-43), which none of the supported clients send; an unknown or disabled mechanism answers
-  UNSUPPORTED_SASL_MECHANISM with the enabled ones, then the connection is closed;
+- SaslHandshake v0-v1: after v0 (KIP-43) the client sends its tokens raw, framed by their size
+  alone, and gets the answers framed alike (server/server.py), a failure closing the connection
+  without an answer, as Kafka; after v1 the tokens travel in SaslAuthenticate. An unknown or
+  disabled mechanism answers UNSUPPORTED_SASL_MECHANISM with the enabled ones, then the
+  connection is closed;
 - SaslAuthenticate v0-v2 carries the mechanism's tokens; a failure answers
   SASL_AUTHENTICATION_FAILED with Kafka's message, logs a warning naming the peer, listener and
   mechanism (never the credentials), and closes the connection after
@@ -56,7 +58,7 @@ def handle_handshake(services: Services, ctx: RequestContext, req: Any) -> Any:
     if auth is None or auth.state is not State.HANDSHAKE:
         return resp(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(auth.settings.mechanisms)
-    if not auth.handshake(req.mechanism):
+    if not auth.handshake(req.mechanism, raw_tokens=ctx.api_version == 0):
         conn: SaslConnection = ctx.conn
         log.warning(
             "SASL mechanism not enabled", peer=conn.peer, listener=conn.listener, mechanism=req.mechanism

@@ -119,6 +119,8 @@ class SaslAuthenticator:
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
+        # After a v0 SaslHandshake (KIP-43) the tokens come raw, framed by their size alone.
+        self.raw_tokens = False
         self._server: SaslMechanismServer | None = None
 
     @property
@@ -137,11 +139,12 @@ class SaslAuthenticator:
             return "after a failed SASL authentication"
         return None
 
-    def handshake(self, mechanism: str) -> bool:
+    def handshake(self, mechanism: str, raw_tokens: bool = False) -> bool:
         """Choose ``mechanism``; False (and no state change) if it is not enabled."""
         if mechanism not in self.settings.mechanisms:
             return False
         self.mechanism = mechanism
+        self.raw_tokens = raw_tokens
         if mechanism == "PLAIN":
             self._server = PlainServer(self.settings.plain_users)
         else:

@@ -31,7 +31,7 @@ import structlog
 from kcoord.config import Endpoint
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
-from kcoord.security.authenticator import SaslAuthenticator
+from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
 from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from kcoord.security.ssl_principal import certificate_dn
 from kcoord.server.dispatcher import Dispatcher, Frame
@@ -157,8 +157,13 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
-            if self.authenticator is not None and not self._may_send(frame, out):
-                return
+            if self.authenticator is not None:
+                if self.authenticator.raw_tokens:
+                    if not self._raw_token(frame, out):
+                        return
+                    continue
+                if not self._may_send(frame, out):
+                    return
             try:
                 result = self.dispatcher.dispatch(frame, self)
             except CloseConnection as e:
@@ -213,6 +218,36 @@ class KafkaConnection(asyncio.Protocol):
             name = str(api_key)
         self._close_after_pending(out, f"Unexpected Kafka request of type {name} {why}")
         return False
+
+    def _raw_token(self, frame: bytes, out: list[Any]) -> bool:
+        """A SASL token after a v0 handshake (KIP-43): answered with the mechanism's token, framed
+        by its size; a failure closes the connection (v0 has no way to say why)."""
+        auth = self.authenticator
+        assert auth is not None
+        try:
+            answer = auth.authenticate(frame)
+        except AuthenticationFailure as e:
+            log.warning(
+                "SASL authentication failed",
+                peer=self.peer,
+                listener=self.listener,
+                mechanism=auth.mechanism,
+                reason=e.detail,
+            )
+            self._close_after_answer = f"failed authentication with SASL mechanism {auth.mechanism}"
+            self._close_delayed(out)
+            return False
+        out.append(_SIZE.pack(len(answer)) + answer)
+        if auth.principal is not None:
+            self.authenticated(auth.principal)
+            log.info(
+                "SASL client authenticated",
+                peer=self.peer,
+                listener=self.listener,
+                mechanism=auth.mechanism,
+                principal=str(auth.principal),
+            )
+        return True
 
     def _close_delayed(self, out: list[Any]) -> None:
         reason = self._close_after_answer

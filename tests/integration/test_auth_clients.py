@@ -345,3 +345,38 @@ def test_describe_configs_hides_secrets(secure: SecureBroker) -> None:
         )
         (entry,) = resp.results[0].configs
         assert (entry.name, entry.value, entry.config_type) == ("sasl.jaas.config", None, 9)
+
+
+def test_kip43_v0_handshake_raw_tokens(
+    secure: SecureBroker, unique_topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python told it talks to Kafka 0.11 uses SaslHandshake v0 and raw tokens (KIP-43)."""
+    import kafka.net.connection
+
+    raw_tokens: list[bytes] = []
+    real = kafka.net.connection.SaslBytesRequest
+
+    class Spy(real):  # type: ignore[misc, valid-type]
+        def __init__(self, data: bytes) -> None:
+            raw_tokens.append(data)
+            super().__init__(data)
+
+    monkeypatch.setattr(kafka.net.connection, "SaslBytesRequest", Spy)
+    producer = KafkaProducer(api_version=(0, 11), **_kafka_python_sasl(secure))  # type: ignore[arg-type]
+    producer.send(unique_topic, b"v0").get(30)
+    producer.close()
+    assert raw_tokens and all(t == b"alice\0alice\0alice-secret" for t in raw_tokens)
+
+    # The same by hand: the answer is a size-framed (empty) token, then requests are served; a
+    # wrong password closes the connection without an answer.
+    with Conn("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as c:
+        assert c.request(17, 0, mechanism="PLAIN").error_code == 0
+        c.send_frame(b"\0alice\0alice-secret")
+        assert c.recv_frame() == b""
+        assert c.api_versions(version=3).error_code == 0
+        c.send_frame(_frame(3, 1, struct.pack(">i", -1)))
+        assert c.recv_frame()[:4] == struct.pack(">i", 1)  # Metadata answered
+    with Conn("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as c:
+        assert c.request(17, 0, mechanism="PLAIN").error_code == 0
+        c.send_frame(b"\0alice\0wrong")
+        assert c.is_closed_by_peer()
