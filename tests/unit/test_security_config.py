@@ -167,3 +167,24 @@ def test_load_toml_collects_listener_name_keys(tmp_path: Path) -> None:
     assert load_toml(toml) == {
         "listener_name": {"a.ssl.client.auth": "required", "b.ssl.client.auth": "none"}
     }
+
+
+def test_jaas_lookup_order_and_mechanisms_per_listener() -> None:
+    other = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="b";'
+    cfg = BrokerConfig(
+        listeners="A://127.0.0.1:0,B://127.0.0.1:0",
+        listener_security_protocol_map="A:SASL_PLAINTEXT,B:SASL_PLAINTEXT",
+        sasl_jaas_config=other,
+        listener_name={
+            "a.plain.sasl.jaas.config": JAAS,
+            "b.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        },
+    )
+    security = build_listener_security(cfg, NoScramCredentials())
+    # listener.name.<l>.<mechanism>.sasl.jaas.config first, then the broker-wide sasl.jaas.config.
+    assert security["A"].sasl is not None and security["A"].sasl.plain_users == {"alice": "alice-secret"}
+    assert security["A"].sasl.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert security["B"].sasl is not None and security["B"].sasl.mechanisms == ("SCRAM-SHA-512",)
+    cfg = BrokerConfig(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_jaas_config=other)
+    sasl = build_listener_security(cfg, NoScramCredentials())["SASL_PLAINTEXT"].sasl
+    assert sasl is not None and sasl.plain_users == {"bob": "b"}
