@@ -250,7 +250,11 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
                 authorized_operations=ops,
             )
         )
-    return _DResp(throttle_time_ms=0, groups=groups)
+    # Kafka answers the groups it may not describe first, then the ones the coordinator described.
+    denied = [g.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups]
+    ordered = [g for g, d in zip(groups, denied, strict=True) if d]
+    ordered += [g for g, d in zip(groups, denied, strict=True) if not d]
+    return _DResp(throttle_time_ms=0, groups=ordered)
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

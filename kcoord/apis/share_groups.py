@@ -236,7 +236,11 @@ def handle_share_describe(services: Services, ctx: RequestContext, req: Any) -> 
                 authorized_operations=ops,
             )
         )
-    return _DResp(throttle_time_ms=0, groups=groups)
+    # Kafka answers the groups it may not describe first, then the ones the coordinator described.
+    denied = [g.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups]
+    ordered = [g for g, d in zip(groups, denied, strict=True) if d]
+    ordered += [g for g, d in zip(groups, denied, strict=True) if not d]
+    return _DResp(throttle_time_ms=0, groups=ordered)
 
 
 def share_describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -293,13 +297,20 @@ def handle_describe_offsets(services: Services, ctx: RequestContext, req: Any) -
                     wanted.setdefault(topic.name, []).append(p)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        # Kafka: named topics the principal may not describe are TOPIC_AUTHORIZATION_FAILED per
+        # partition; with all topics asked for, they are left out.
+        describable = authorized_topics(services, ctx, Op.DESCRIBE, wanted)
+        if g.topics is None:
+            wanted = {n: ps for n, ps in wanted.items() if n in describable}
         topics = []
         for name, parts in wanted.items():
             topic = pm.get(name)
             entries = []
             for p in parts:
                 sp = group.partitions.get((topic.topic_id, p)) if topic is not None else None
-                if topic is None or not 0 <= p < len(topic.partitions):
+                if name not in describable:
+                    entries.append(_offsets_entry(p, -1, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif topic is None or not 0 <= p < len(topic.partitions):
                     entries.append(_offsets_entry(p, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 elif sp is None:
                     entries.append(_offsets_entry(p, -1, -1, 0))
@@ -354,6 +365,7 @@ def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> A
     if not gid:
         return alter_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
     require(services, ctx, Op.READ, GROUP, gid)
+    readable = authorized_topics(services, ctx, Op.READ, [t.topic_name for t in req.topics])
     if _not_share_group(services, gid):
         return alter_offsets_error_response(
             req, 0, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
@@ -404,6 +416,9 @@ def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> A
             topic = pm.get(t.topic_name)
             parts = []
             for p in t.partitions:
+                if t.topic_name not in readable:
+                    parts.append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                     parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
@@ -439,6 +454,7 @@ def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> 
     if not gid:
         return delete_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
     require(services, ctx, Op.DELETE, GROUP, gid)
+    readable = authorized_topics(services, ctx, Op.READ, [t.topic_name for t in req.topics])
     pm = services.partitions
 
     def build(result: Any) -> Any:
@@ -471,6 +487,16 @@ def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> 
         results = []
         for t in req.topics:
             topic = pm.get(t.topic_name)
+            if t.topic_name not in readable:
+                results.append(
+                    (
+                        t.topic_name,
+                        topic.topic_id if topic else ZERO_UUID,
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        None,
+                    )
+                )
+                continue
             keys = [k for k in group.partitions if topic is not None and k[0] == topic.topic_id]
             if not keys:
                 results.append(

@@ -8,14 +8,14 @@ operation (or ALL) wins; else an ALLOW of the operation, of ALL, or of an operat
 (Describe by Read, Write, Delete and Alter; DescribeConfigs by AlterConfigs); else, when no ACL
 names the resource at all, ``allow.everyone.if.no.acl.found``; else denied.
 
-The ACLs are indexed by resource type and name on every change (changes are rare, checks are on
-every request): a check looks at the literal ACLs of its name, the wildcard, and the prefixed
-ACLs of each prefix of its name.
+The ACLs are indexed by resource type and name, kept up to date with every ACL added or removed:
+a check looks at the literal ACLs of its name, the wildcard, and the prefixed ACLs of each
+prefix of its name, whatever the number of ACLs.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from kcoord.metadata.acls import (
@@ -58,34 +58,47 @@ class StandardAuthorizer:
         self.store: MetadataStore | None = None
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl_found = allow_if_no_acl_found
-        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = {}
-        self._prefix_lengths: dict[ResourceType, list[int]] = {}
-        self._by_type: dict[ResourceType, list[AclBinding]] = {}
+        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = defaultdict(list)
+        self._prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self._by_type: dict[ResourceType, list[AclBinding]] = defaultdict(list)
+        # Per type, the lengths of its prefixed patterns (with their counts): a check looks up
+        # only the prefixes of its name that some pattern could be.
+        self._prefix_lengths: dict[ResourceType, Counter[int]] = defaultdict(Counter)
 
     def load(self, store: MetadataStore) -> None:
         """Authorize from ``store``'s ACLs from now on (once ``__cluster_metadata`` is replayed,
         before any listener opens), following every change."""
         self.store = store
-        store.acls_changed.append(self.rebuild)
-        self.rebuild()
+        for acl in store.acls.values():
+            self._changed(acl, True)
+        store.acls_changed.append(self._changed)
 
-    def rebuild(self) -> None:
-        if self.store is None:
+    def _changed(self, acl: AclBinding, added: bool) -> None:
+        if acl.pattern_type == PatternType.LITERAL:
+            bucket = self._literal[(acl.resource_type, acl.resource_name)]
+        else:
+            bucket = self._prefixed[acl.resource_type][acl.resource_name]
+        prefixed = acl.pattern_type != PatternType.LITERAL
+        if added:
+            bucket.append(acl)
+            self._by_type[acl.resource_type].append(acl)
+            if prefixed:
+                self._prefix_lengths[acl.resource_type][len(acl.resource_name)] += 1
             return
-        literal: dict[tuple[ResourceType, str], list[AclBinding]] = defaultdict(list)
-        prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = defaultdict(lambda: defaultdict(list))
-        by_type: dict[ResourceType, list[AclBinding]] = defaultdict(list)
-        for acl in self.store.acls.values():
-            by_type[acl.resource_type].append(acl)
+        bucket.remove(acl)
+        self._by_type[acl.resource_type].remove(acl)
+        if prefixed:
+            lengths = self._prefix_lengths[acl.resource_type]
+            lengths[len(acl.resource_name)] -= 1
+            if not lengths[len(acl.resource_name)]:
+                del lengths[len(acl.resource_name)]
+        if not bucket:  # so that a prefix no ACL uses any more costs nothing to look up
             if acl.pattern_type == PatternType.LITERAL:
-                literal[(acl.resource_type, acl.resource_name)].append(acl)
+                del self._literal[(acl.resource_type, acl.resource_name)]
             else:
-                prefixed[acl.resource_type][acl.resource_name].append(acl)
-        self._literal = dict(literal)
-        self._prefixed = {t: dict(names) for t, names in prefixed.items()}
-        self._prefix_lengths = {t: sorted({len(n) for n in names}) for t, names in prefixed.items()}
-        self._by_type = dict(by_type)
+                del self._prefixed[acl.resource_type][acl.resource_name]
 
     def is_super_user(self, principal: KafkaPrincipal) -> bool:
         return str(principal) in self.super_users
@@ -97,9 +110,10 @@ class StandardAuthorizer:
         prefixed = self._prefixed.get(resource_type)
         if prefixed:
             for length in self._prefix_lengths[resource_type]:
-                if length > len(name):
-                    break
-                acls += prefixed.get(name[:length], ())
+                if length <= len(name):
+                    found = prefixed.get(name[:length])
+                    if found:
+                        acls += found
         return acls
 
     def authorize(
@@ -130,29 +144,38 @@ class StandardAuthorizer:
     def authorize_any(
         self, principal: KafkaPrincipal, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
-        """Whether ``operation`` is allowed on some resource of the type (Kafka's
-        authorizeByResourceType, which InitProducerId uses for idempotent producers: Write on any
-        topic). A DENY of the operation on the whole type (literal ``*`` or the empty prefix)
-        denies; else an ALLOW on any pattern allows; else ``allow.everyone.if.no.acl.found`` with
-        no ACL of the type at all."""
-        if str(principal) in self.super_users:
+        """Whether ``operation`` may be allowed on some resource of the type: Kafka's
+        Authorizer.authorizeByResourceType, which InitProducerId asks for idempotent producers
+        (Write on some topic). Allowed when a resource no ACL singles out would be (super users,
+        ``allow.everyone.if.no.acl.found``, a wildcard); else denied by a DENY on the literal
+        ``*``; else allowed by an ALLOW whose pattern no DENY dominates (the same literal, or a
+        prefix of it)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
         who = (str(principal), WILDCARD_PRINCIPAL)
-        acls = self._by_type.get(resource_type, ())
-        allowed = False
-        for acl in acls:
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allowed: list[tuple[PatternType, str]] = []
+        wildcard_allowed = False
+        for acl in self._by_type.get(resource_type, ()):
             if acl.principal not in who or (acl.host != WILDCARD and acl.host != host):
                 continue
             if acl.operation not in (operation, Op.ALL):
                 continue
+            literal = acl.pattern_type == PatternType.LITERAL
             if acl.permission_type == AclPermissionType.DENY:
-                whole_type = (acl.pattern_type == PatternType.LITERAL and acl.resource_name == WILDCARD) or (
-                    acl.pattern_type == PatternType.PREFIXED and acl.resource_name == ""
-                )
-                if whole_type:
+                if literal and acl.resource_name == WILDCARD:
                     return False
-                continue
-            allowed = True
-        if allowed:
+                (deny_literal if literal else deny_prefixed).add(acl.resource_name)
+            elif literal and acl.resource_name == WILDCARD:
+                wildcard_allowed = True  # unless a DENY of * comes later
+            else:
+                allowed.append((acl.pattern_type, acl.resource_name))
+        if wildcard_allowed:
             return True
-        return self.allow_if_no_acl_found and not acls
+        for pattern_type, name in allowed:
+            if pattern_type == PatternType.LITERAL and name in deny_literal:
+                continue
+            if not any(name[:end] in deny_prefixed for end in range(1, len(name) + 1)):
+                return True
+        return False

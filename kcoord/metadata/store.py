@@ -89,8 +89,8 @@ class MetadataStore:
         self.credentials: dict[tuple[str, int], ScramCredential] = {}  # (user, mechanism type)
         self.acls: dict[uuid.UUID, AclBinding] = {}
         self._acl_ids: dict[AclBinding, uuid.UUID] = {}  # Kafka's existingAcls: no ACL twice
-        # Told after every ACL change (the authorizer rebuilds its view).
-        self.acls_changed: list[Callable[[], None]] = []
+        # Told of every ACL added (True) or removed (False): the authorizer's index follows.
+        self.acls_changed: list[Callable[[AclBinding, bool], None]] = []
 
     # --- ScramCredentialSource ----------------------------------------------------------------------
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
@@ -108,16 +108,17 @@ class MetadataStore:
                 self.credentials.pop((key.name, key.mechanism), None)
             return
         if isinstance(key, AclKey):
+            old = self.acls.pop(key.id, None)
+            if old is not None:
+                self._acl_ids.pop(old, None)
+                for listener in self.acls_changed:
+                    listener(old, False)
             if isinstance(value, AccessControlEntryRecord):
                 acl = AclBinding.from_record(value)
                 self.acls[key.id] = acl
                 self._acl_ids[acl] = key.id
-            else:
-                old = self.acls.pop(key.id, None)
-                if old is not None:
-                    self._acl_ids.pop(old, None)
-            for listener in self.acls_changed:
-                listener()
+                for listener in self.acls_changed:
+                    listener(acl, True)
             return
         raise RecordFormatError(f"__cluster_metadata holds no {type(key).__name__} records")
 

@@ -211,24 +211,49 @@ def test_super_users_and_parsing() -> None:
 
 
 def test_follows_acl_removal() -> None:
+    """ACLs replayed before the authorizer loads (start-up), then removed live."""
     store = MetadataStore()
-    auth = StandardAuthorizer()
-    auth.load(store)
     acl_id = uuid.uuid4()
     store.replay(AclKey(acl_id), acl(T, "t", LIT, "User:bob", "*", Op.READ, ALLOW).to_record(acl_id), 0)
+    auth = StandardAuthorizer()
+    auth.load(store)
     assert auth.authorize(user("bob"), HOST, Op.READ, T, "t")
     store.replay(AclKey(acl_id), RemoveAccessControlEntryRecord(acl_id), 0)
     assert not auth.authorize(user("bob"), HOST, Op.READ, T, "t")
 
 
 def test_authorize_by_resource_type() -> None:
-    """InitProducerId's check for idempotent producers: Write on some topic."""
+    """InitProducerId's check for idempotent producers (Kafka's authorizeByResourceType, from its
+    AuthorizerTest cases): Write on some topic no DENY dominates."""
     assert not authorizer().authorize_any(user("bob"), HOST, Op.WRITE, T)
     assert authorizer(allow_if_no_acl=True).authorize_any(user("bob"), HOST, Op.WRITE, T)
+    assert authorizer(super_users="User:bob").authorize_any(user("bob"), HOST, Op.WRITE, T)
     auth = authorizer(acl(T, "out-", PRE, "User:bob", "*", Op.WRITE, ALLOW))
     assert auth.authorize_any(user("bob"), HOST, Op.WRITE, T)
     assert not auth.authorize_any(user("alice"), HOST, Op.WRITE, T)
+    assert not auth.authorize_any(user("bob"), HOST, Op.READ, T)
+    # A literal DENY of *: nothing.
     denied = authorizer(
         acl(T, "out-", PRE, "User:bob", "*", Op.WRITE, ALLOW), acl(T, "*", LIT, "User:*", "*", Op.WRITE, DENY)
     )
     assert not denied.authorize_any(user("bob"), HOST, Op.WRITE, T)
+    # A DENY on a shorter prefix dominates the ALLOW; on a longer one it does not.
+    assert not authorizer(
+        acl(T, "out-eu", PRE, "User:bob", "*", Op.WRITE, ALLOW),
+        acl(T, "out", PRE, "User:bob", "*", Op.WRITE, DENY),
+    ).authorize_any(user("bob"), HOST, Op.WRITE, T)
+    assert authorizer(
+        acl(T, "out", PRE, "User:bob", "*", Op.WRITE, ALLOW),
+        acl(T, "out-eu", PRE, "User:bob", "*", Op.WRITE, DENY),
+    ).authorize_any(user("bob"), HOST, Op.WRITE, T)
+    # The same literal denied: not that one; ALL counts as the operation.
+    assert not authorizer(
+        acl(T, "t", LIT, "User:bob", "*", Op.WRITE, ALLOW), acl(T, "t", LIT, "User:bob", "*", Op.ALL, DENY)
+    ).authorize_any(user("bob"), HOST, Op.WRITE, T)
+    assert authorizer(acl(T, "*", LIT, "User:*", "*", Op.ALL, ALLOW)).authorize_any(
+        user("x"), HOST, Op.WRITE, T
+    )
+    both = authorizer(
+        acl(T, "*", LIT, "User:*", "*", Op.ALL, ALLOW), acl(T, "*", LIT, "User:x", "*", Op.WRITE, DENY)
+    )
+    assert not both.authorize_any(user("x"), HOST, Op.WRITE, T)
