@@ -376,7 +376,33 @@ def test_kip43_v0_handshake_raw_tokens(
         assert c.api_versions(version=3).error_code == 0
         c.send_frame(_frame(3, 1, struct.pack(">i", -1)))
         assert c.recv_frame()[:4] == struct.pack(">i", 1)  # Metadata answered
+        # No re-authentication (KIP-368 is not offered): a second handshake is an illegal state.
+        assert c.request(17, 1, mechanism="PLAIN").error_code == 34
     with Conn("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as c:
         assert c.request(17, 0, mechanism="PLAIN").error_code == 0
         c.send_frame(b"\0alice\0wrong")
         assert c.is_closed_by_peer()
+
+
+def test_mutual_tls_principal_mapping_rules(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """listener.name.ssl.ssl.principal.mapping.rules: Kafka's RULE syntax names the principal."""
+    sb = make_secure_broker(
+        tmp_path / "rules",
+        {"listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U,DEFAULT"},
+    )
+    sb.broker.start()
+    track_broker(request, sb.broker)
+    try:
+        admin = AdminClient(
+            {
+                "bootstrap.servers": sb.bootstrap("SSL"),
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(sb.ca_file),
+                "ssl.certificate.location": str(sb.client_cert_file),
+                "ssl.key.location": str(sb.client_key_file),
+            }
+        )
+        assert admin.list_topics(timeout=10).brokers
+        assert "principal=User:ALICE" in _wait_for_log(sb, "TLS client authenticated")
+    finally:
+        sb.broker.stop()
