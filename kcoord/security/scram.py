@@ -120,7 +120,8 @@ class ScramServer:
         message = _ascii(token, "client final")
         m = CLIENT_FINAL.fullmatch(message)
         if m is None:
-            raise SaslCredentialsRefused(f"invalid SCRAM client final message format: {message!r}")
+            # Not quoted: the message carries the client proof, which has no place in a log.
+            raise SaslCredentialsRefused("invalid SCRAM client final message format")
         if m["nonce"] != self._nonce:
             raise SaslCredentialsRefused("Invalid client nonce in the final client message.")
         if base64.b64decode(m["channel"]) != self._gs2_header.encode():
