@@ -87,6 +87,11 @@ class BrokerConfig(BaseModel):
     security_inter_broker_protocol: str | None = Field(
         None, description="Accepted when a listener uses this protocol (one node: no other broker)."
     )
+    sasl_mechanism_inter_broker_protocol: str | None = Field(
+        None,
+        description="Accepted when the inter-broker listener (or, without one, some SASL listener) "
+        "enables this mechanism (one node: no other broker).",
+    )
     listener_name: dict[str, str] = Field(
         default_factory=dict,
         description="Kafka's per-listener overrides listener.name.<listener>.<key> (for example "
@@ -414,6 +419,7 @@ class BrokerConfig(BaseModel):
                 raise ValueError(f"security.inter.broker.protocol {wanted} is not a security protocol")
             if wanted not in protocols.values():
                 raise ValueError(f"security.inter.broker.protocol {wanted}: no listener uses it")
+        self._check_inter_broker_mechanism(protocols)
         lowered = {n.lower(): n for n in names}
         for key, value in self.listener_name.items():
             listener, _, setting = key.partition(".")
@@ -435,6 +441,30 @@ class BrokerConfig(BaseModel):
             # The same checks as the broker-wide setting.
             BrokerConfig.model_validate({field: value})
         return self
+
+    def _check_inter_broker_mechanism(self, protocols: dict[str, str]) -> None:
+        mechanism = self.sasl_mechanism_inter_broker_protocol
+        if mechanism is None:
+            return
+        if self.inter_broker_listener_name is not None:
+            candidates = [self.inter_broker_listener_name.upper()]
+        else:
+            candidates = [n for n, p in protocols.items() if p in ("SASL_PLAINTEXT", "SASL_SSL")]
+        for name in candidates:
+            enabled = str(
+                self.listener_name.get(
+                    f"{name.lower()}.sasl.enabled.mechanisms", self.sasl_enabled_mechanisms
+                )
+            )
+            if protocols[name] in (
+                "SASL_PLAINTEXT",
+                "SASL_SSL",
+            ) and mechanism.upper() in enabled.upper().split(","):
+                return
+        raise ValueError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} is not enabled on "
+            f"{'listener ' + candidates[0] if len(candidates) == 1 else 'any SASL listener'}"
+        )
 
     def listener_protocols(self) -> dict[str, str]:
         """Each listener's security protocol."""

@@ -114,6 +114,16 @@ def test_refused_clearly(settings: dict[str, Any], error: str) -> None:
 def test_inter_broker_settings_accepted_when_they_name_what_exists() -> None:
     BrokerConfig(listeners="PLAINTEXT://:0,SSL://:0", inter_broker_listener_name="ssl")
     BrokerConfig(listeners="PLAINTEXT://:0,SSL://:0", security_inter_broker_protocol="SSL")
+    BrokerConfig(listeners="SASL_SSL://:0", sasl_mechanism_inter_broker_protocol="PLAIN")
+    with pytest.raises(ValidationError, match="PLAIN is not enabled on listener SASL_SSL"):
+        BrokerConfig(
+            listeners="SASL_SSL://:0",
+            inter_broker_listener_name="SASL_SSL",
+            sasl_mechanism_inter_broker_protocol="PLAIN",
+            listener_name={"sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512"},
+        )
+    with pytest.raises(ValidationError, match="GSSAPI is not enabled on any SASL listener"):
+        BrokerConfig(listeners="PLAINTEXT://:0", sasl_mechanism_inter_broker_protocol="GSSAPI")
 
 
 def test_tls_listener_without_a_key_is_refused_at_start() -> None:
