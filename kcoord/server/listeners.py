@@ -35,7 +35,24 @@ class ListenerSecurity:
     failed_authentication_delay_s: float
 
 
-def _tls(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+def _client_auth(config: BrokerConfig, listener: str, protocol: str) -> str:
+    """``ssl.client.auth``; on SASL_SSL only its listener-prefixed form counts, as in Kafka
+    (ChannelBuilders), which warns when the broker-wide one would have asked for more."""
+    if protocol != "SASL_SSL":
+        return str(config.listener_setting(listener, "ssl_client_auth"))
+    prefixed = config.listener_name.get(f"{listener.lower()}.ssl.client.auth")
+    if prefixed is not None:
+        return str(config.listener_setting(listener, "ssl_client_auth"))
+    if config.ssl_client_auth != "none":
+        log.warning(
+            "ssl.client.auth applies only to SSL listeners; use listener.name.<listener>.ssl.client.auth "
+            "for a SASL_SSL listener",
+            listener=listener,
+        )
+    return "none"
+
+
+def _tls(config: BrokerConfig, listener: str, protocol: str) -> ssl.SSLContext:
     def get(field: str) -> object:
         return config.listener_setting(listener, field)
 
@@ -48,7 +65,7 @@ def _tls(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         truststore_type=str(get("ssl_truststore_type")),
         truststore_location=get("ssl_truststore_location"),  # type: ignore[arg-type]
         truststore_certificates=get("ssl_truststore_certificates"),  # type: ignore[arg-type]
-        client_auth=str(get("ssl_client_auth")),
+        client_auth=_client_auth(config, listener, protocol),
         enabled_protocols=str(get("ssl_enabled_protocols")),
         cipher_suites=str(get("ssl_cipher_suites")),
     )
@@ -76,7 +93,7 @@ def build_listener_security(
     )
     out = {}
     for name, protocol in config.listener_protocols().items():
-        ctx = _tls(config, name) if protocol in TLS_PROTOCOLS else None
+        ctx = _tls(config, name, protocol) if protocol in TLS_PROTOCOLS else None
         sasl = None
         if protocol in SASL_PROTOCOLS:
             mechanisms = tuple(str(config.listener_setting(name, "sasl_enabled_mechanisms")).split(","))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,23 @@ def test_jaas_lookup_order_and_mechanisms_per_listener() -> None:
     cfg = BrokerConfig(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_jaas_config=other)
     sasl = build_listener_security(cfg, NoScramCredentials())["SASL_PLAINTEXT"].sasl
     assert sasl is not None and sasl.plain_users == {"bob": "b"}
+
+
+def test_client_auth_on_sasl_ssl_only_with_the_listener_prefix(tmp_path: Path) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    pem = tmp_path / "server.pem"
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    base = {
+        "listeners": "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl_keystore_location": str(pem),
+        "ssl_truststore_certificates": ca.cert_pem.bytes().decode(),
+    }
+    # Broker-wide: the SSL listener asks for certificates, the SASL_SSL one does not (Kafka's rule).
+    security = build_listener_security(BrokerConfig(**base, ssl_client_auth="required"), NoScramCredentials())
+    assert security["SSL"].ssl_context.verify_mode == ssl.CERT_REQUIRED  # type: ignore[union-attr]
+    assert security["SASL_SSL"].ssl_context.verify_mode == ssl.CERT_NONE  # type: ignore[union-attr]
+    prefixed = BrokerConfig(**base, listener_name={"sasl_ssl.ssl.client.auth": "requested"})
+    security = build_listener_security(prefixed, NoScramCredentials())
+    assert security["SASL_SSL"].ssl_context.verify_mode == ssl.CERT_OPTIONAL  # type: ignore[union-attr]
+    assert security["SSL"].ssl_context.verify_mode == ssl.CERT_NONE  # type: ignore[union-attr]
