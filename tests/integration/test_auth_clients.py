@@ -406,3 +406,31 @@ def test_mutual_tls_principal_mapping_rules(tmp_path: Path, request: pytest.Fixt
         assert "principal=User:ALICE" in _wait_for_log(sb, "TLS client authenticated")
     finally:
         sb.broker.stop()
+
+
+def test_requested_client_auth_serves_clients_without_certificates(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """ssl.client.auth=requested: a client without a certificate is served as User:ANONYMOUS, one
+    with a certificate is named by it."""
+    sb = make_secure_broker(tmp_path / "requested", {"listener.name.ssl.ssl.client.auth": "requested"})
+    sb.broker.start()
+    track_broker(request, sb.broker)
+    try:
+        base = {
+            "bootstrap.servers": sb.bootstrap("SSL"),
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(sb.ca_file),
+        }
+        assert AdminClient(base).list_topics(timeout=10).brokers
+        time.sleep(0.3)
+        assert "TLS client authenticated" not in sb.broker.log_text()  # no certificate: ANONYMOUS
+        with_cert = {
+            **base,
+            "ssl.certificate.location": str(sb.client_cert_file),
+            "ssl.key.location": str(sb.client_key_file),
+        }
+        assert AdminClient(with_cert).list_topics(timeout=10).brokers
+        assert f"principal='User:{CLIENT_DN}'" in _wait_for_log(sb, "TLS client authenticated")
+    finally:
+        sb.broker.stop()
