@@ -143,7 +143,10 @@ class BrokerConfig(BaseModel):
         524288, description="Largest frame accepted on a SASL listener before authentication."
     )
     connections_max_reauth_ms: int = Field(
-        0, description="Only 0: re-authentication (KIP-368) is not offered, sessions do not expire."
+        0,
+        ge=0,
+        description="SASL sessions last this long, then the client re-authenticates (KIP-368) or its "
+        "connection is closed at its next request; 0: sessions do not expire.",
     )
     connection_failed_authentication_delay_ms: int = Field(
         100, description="Delay before closing a connection whose authentication failed."
@@ -392,13 +395,6 @@ class BrokerConfig(BaseModel):
             parse_jaas_config(v)
         return v
 
-    @field_validator("connections_max_reauth_ms")
-    @classmethod
-    def _no_reauth(cls, v: int) -> int:
-        if v != 0:
-            raise ValueError("only 0: kcoord does not offer re-authentication (KIP-368), see SKIPPED.md")
-        return v
-
     @model_validator(mode="after")
     def _listeners_and_security(self) -> BrokerConfig:
         mapping = parse_protocol_map(self.listener_security_protocol_map)
@@ -430,12 +426,12 @@ class BrokerConfig(BaseModel):
                 )
             field = field_name(setting)
             mechanism, _, rest = setting.partition(".")
-            if rest == "sasl.jaas.config" and mechanism.upper() in (
+            if rest in ("sasl.jaas.config", "connections.max.reauth.ms") and mechanism.upper() in (
                 "PLAIN",
                 "SCRAM-SHA-256",
                 "SCRAM-SHA-512",
             ):
-                field = "sasl_jaas_config"
+                field = field_name(rest)
             if field not in PER_LISTENER:
                 raise ValueError(f"listener.name.{key}: {setting} is not a per-listener setting")
             # The same checks as the broker-wide setting.
@@ -479,7 +475,7 @@ class BrokerConfig(BaseModel):
         if mechanism is not None:
             value = self.listener_name.get(f"{prefix}{mechanism.lower()}.{setting}")
             if value is not None:
-                return value
+                return getattr(type(self).model_validate({field: value}), field)
         value = self.listener_name.get(prefix + setting)
         if value is None:
             return getattr(self, field)

@@ -13,8 +13,10 @@ Behaviour / version notes:
   SASL_AUTHENTICATION_FAILED with Kafka's message, logs a warning naming the peer, listener and
   mechanism (never the credentials), and closes the connection after
   ``connection.failed.authentication.delay.ms``;
-- session_lifetime_ms (v1+) is 0: kcoord does not offer re-authentication (KIP-368), so
-  ``connections.max.reauth.ms`` must stay 0 and sessions do not expire.
+- session_lifetime_ms (v1+) is ``connections.max.reauth.ms`` (per listener and mechanism, 0:
+  sessions do not expire): the client re-authenticates on its connection before then (KIP-368:
+  SaslHandshake and SaslAuthenticate again, same mechanism and principal), or the connection is
+  closed at its first request after the session expired (server/server.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class SaslConnection(Protocol):
     listener: str
     authenticator: SaslAuthenticator | None
 
-    def authenticated(self, principal: KafkaPrincipal) -> None: ...
+    def authenticated(self, principal: KafkaPrincipal, session_lifetime_ms: int) -> None: ...
 
     def close_after_answer(self, reason: str) -> None: ...
 
@@ -97,15 +99,20 @@ def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> An
             session_lifetime_ms=0,
         )
     if auth.principal is not None:
-        conn.authenticated(auth.principal)
+        conn.authenticated(auth.principal, auth.session_lifetime_ms)
         log.info(
-            "SASL client authenticated",
+            "SASL client re-authenticated" if auth.previous is not None else "SASL client authenticated",
             peer=conn.peer,
             listener=conn.listener,
             mechanism=auth.mechanism,
             principal=str(auth.principal),
         )
-    return resp(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer, session_lifetime_ms=0)
+    return resp(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        auth_bytes=answer,
+        session_lifetime_ms=auth.session_lifetime_ms,
+    )
 
 
 def handshake_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

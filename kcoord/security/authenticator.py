@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
@@ -100,6 +100,8 @@ class SaslSettings:
     plain_users: dict[str, str]
     scram_credentials: ScramCredentialSource
     failures: FailedAuthentications
+    # connections.max.reauth.ms per mechanism (KIP-368); 0: sessions do not expire.
+    session_lifetime_ms: dict[str, int] = field(default_factory=dict)
 
 
 class AuthenticationFailure(Exception):
@@ -113,12 +115,19 @@ class AuthenticationFailure(Exception):
 
 
 class SaslAuthenticator:
-    def __init__(self, settings: SaslSettings, peer_host: str) -> None:
+    """``previous`` is the mechanism and principal of the session being re-authenticated (KIP-368):
+    both must stay the same, as in Kafka."""
+
+    def __init__(
+        self, settings: SaslSettings, peer_host: str, previous: tuple[str, KafkaPrincipal] | None = None
+    ) -> None:
         self.settings = settings
         self.peer_host = peer_host
+        self.previous = previous
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
+        self.session_lifetime_ms = 0  # once complete: how long the session lasts (0: for ever)
         # After a v0 SaslHandshake (KIP-43) the tokens come raw, framed by their size alone.
         self.raw_tokens = False
         self._server: SaslMechanismServer | None = None
@@ -157,6 +166,13 @@ class SaslAuthenticator:
         server = self._server
         assert server is not None and self.mechanism is not None
         failures = self.settings.failures
+        if self.previous is not None and self.previous[0] != self.mechanism:
+            self._failed()
+            message = (
+                f"SASL mechanism '{self.mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{self.previous[0]}'"
+            )
+            raise AuthenticationFailure(message, message)
         if failures.blocked(self.peer_host):
             self.state = State.FAILED
             raise AuthenticationFailure(
@@ -172,7 +188,17 @@ class SaslAuthenticator:
             raise AuthenticationFailure(self._generic_message(), str(e)) from None
         if server.complete:
             assert server.username is not None
-            self.principal = KafkaPrincipal(USER_TYPE, server.username)
+            principal = KafkaPrincipal(USER_TYPE, server.username)
+            if self.previous is not None and self.previous[1] != principal:
+                self._failed()
+                before = self.previous[1]
+                message = (
+                    "Cannot change principals during re-authentication from "
+                    f"{before.principal_type}.{before.name}: {principal.principal_type}.{principal.name}"
+                )
+                raise AuthenticationFailure(message, message)
+            self.principal = principal
+            self.session_lifetime_ms = self.settings.session_lifetime_ms.get(self.mechanism, 0)
             self.state = State.COMPLETE
         return answer
 

@@ -98,7 +98,10 @@ def build_listener_security(
         if protocol in SASL_PROTOCOLS:
             mechanisms = tuple(str(config.listener_setting(name, "sasl_enabled_mechanisms")).split(","))
             users = _plain_users(config, name) if "PLAIN" in mechanisms else {}
-            sasl = SaslSettings(name, mechanisms, users, scram_credentials, failures)
+            lifetimes = {
+                m: int(config.listener_setting(name, "connections_max_reauth_ms", m)) for m in mechanisms
+            }
+            sasl = SaslSettings(name, mechanisms, users, scram_credentials, failures, lifetimes)
         mapper = None
         if protocol == "SSL":
             mapper = SslPrincipalMapper(str(config.listener_setting(name, "ssl_principal_mapping_rules")))

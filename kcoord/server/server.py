@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,10 @@ class KafkaConnection(asyncio.Protocol):
         self.security: ListenerSecurity | None = server.security.get(listener)
         self.authenticator: SaslAuthenticator | None = None  # on SASL listeners, until authenticated
         self._close_after_answer: str | None = None
+        # KIP-368: when the SASL session ends (monotonic seconds), and when re-authentication began.
+        self._session_expires: float | None = None
+        self._reauth_started = 0.0
+        self._sasl_mechanism: str | None = None
         self._buf = bytearray()
         self._queue: deque[_Pending] = deque()
         self._paused_reading = False
@@ -117,10 +122,33 @@ class KafkaConnection(asyncio.Protocol):
         )
 
     # --- SASL (the handlers of apis/sasl.py call these) ---------------------------------------
-    def authenticated(self, principal: KafkaPrincipal) -> None:
+    def authenticated(self, principal: KafkaPrincipal, session_lifetime_ms: int = 0) -> None:
+        if self.authenticator is not None:
+            self._sasl_mechanism = self.authenticator.mechanism
         self.principal = principal
         self.authenticator = None
         self.max_frame = self.server.max_frame_bytes
+        self._session_expires = time.monotonic() + session_lifetime_ms / 1000 if session_lifetime_ms else None
+
+    def _session_check(self, frame: bytes, out: list[Any]) -> bool:
+        """KIP-368 on an authenticated SASL connection whose session expires: a SaslHandshake
+        begins re-authentication (at most once a second, as Kafka); any other request after the
+        session expired closes the connection (Kafka's expired-connections-killed)."""
+        assert self._session_expires is not None and self.security is not None
+        now = time.monotonic()
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if api_key == ApiKey.SaslHandshake and now - self._reauth_started >= 1.0:
+            assert self.security.sasl is not None and self._sasl_mechanism is not None
+            self._reauth_started = now
+            self.authenticator = SaslAuthenticator(
+                self.security.sasl, self.peer_host, previous=(self._sasl_mechanism, self.principal)
+            )
+            self.max_frame = self.security.sasl_max_receive_size
+            return True
+        if now > self._session_expires:
+            self._close_after_pending(out, "SASL session expired (connections.max.reauth.ms)")
+            return False
+        return True
 
     def close_after_answer(self, reason: str) -> None:
         """Close once the answer being made was written, after Kafka's delay
@@ -157,6 +185,13 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
+            # (While re-authenticating, the authenticator below decides what may be sent.)
+            if (
+                self._session_expires is not None
+                and self.authenticator is None
+                and not self._session_check(frame, out)
+            ):
+                return
             if self.authenticator is not None:
                 if self.authenticator.raw_tokens:
                     if not self._raw_token(frame, out):
@@ -239,7 +274,7 @@ class KafkaConnection(asyncio.Protocol):
             return False
         out.append(_SIZE.pack(len(answer)) + answer)
         if auth.principal is not None:
-            self.authenticated(auth.principal)
+            self.authenticated(auth.principal, auth.session_lifetime_ms)
             log.info(
                 "SASL client authenticated",
                 peer=self.peer,

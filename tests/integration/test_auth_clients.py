@@ -8,6 +8,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -376,7 +377,7 @@ def test_kip43_v0_handshake_raw_tokens(
         assert c.api_versions(version=3).error_code == 0
         c.send_frame(_frame(3, 1, struct.pack(">i", -1)))
         assert c.recv_frame()[:4] == struct.pack(">i", 1)  # Metadata answered
-        # No re-authentication (KIP-368 is not offered): a second handshake is an illegal state.
+        # Sessions without an end (connections.max.reauth.ms 0): a second handshake is illegal.
         assert c.request(17, 1, mechanism="PLAIN").error_code == 34
     with Conn("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as c:
         assert c.request(17, 0, mechanism="PLAIN").error_code == 0
@@ -432,5 +433,56 @@ def test_requested_client_auth_serves_clients_without_certificates(
         }
         assert AdminClient(with_cert).list_topics(timeout=10).brokers
         assert f"principal='User:{CLIENT_DN}'" in _wait_for_log(sb, "TLS client authenticated")
+    finally:
+        sb.broker.stop()
+
+
+def test_reauthentication_kip368(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """connections.max.reauth.ms: SaslAuthenticate tells the session's lifetime; the client may
+    re-authenticate on its connection (same mechanism and principal), and a connection whose
+    session expired is closed at its next request."""
+    sb = make_secure_broker(tmp_path / "reauth", {"connections.max.reauth.ms": "1500"})
+    sb.broker.start()
+    track_broker(request, sb.broker)
+
+    def authenticate(c: Conn, user: str, password: str) -> Any:
+        assert c.request(17, 1, mechanism="PLAIN").error_code == 0
+        return c.request(36, 2, auth_bytes=f"\0{user}\0{password}".encode())
+
+    def metadata(c: Conn) -> None:
+        c.send_frame(_frame(3, 1, struct.pack(">i", -1), correlation_id=7))
+        assert c.recv_frame()[:4] == struct.pack(">i", 7)
+
+    try:
+        with Conn("127.0.0.1", sb.ports["SASL_PLAINTEXT"]) as c:
+            resp = authenticate(c, "alice", USERS["alice"])
+            assert (resp.error_code, resp.session_lifetime_ms) == (0, 1500)
+            metadata(c)
+            time.sleep(1.1)
+            resp = authenticate(c, "alice", USERS["alice"])  # re-authentication on the connection
+            assert (resp.error_code, resp.session_lifetime_ms) == (0, 1500)
+            time.sleep(1.0)  # past the first session's end, within the second one's
+            metadata(c)
+            time.sleep(1.6)  # the second session expires
+            c.send_frame(_frame(3, 1, struct.pack(">i", -1)))
+            assert c.is_closed_by_peer()
+        assert "SASL client re-authenticated" in sb.broker.log_text()
+        assert "SASL session expired" in sb.broker.log_text()
+        with Conn("127.0.0.1", sb.ports["SASL_PLAINTEXT"]) as c:
+            # A handshake still begins re-authentication after the session ended, as in Kafka.
+            assert authenticate(c, "alice", USERS["alice"]).error_code == 0
+            time.sleep(1.6)
+            assert authenticate(c, "alice", USERS["alice"]).error_code == 0
+            metadata(c)
+        with Conn("127.0.0.1", sb.ports["SASL_PLAINTEXT"]) as c:
+            assert authenticate(c, "alice", USERS["alice"]).error_code == 0
+            time.sleep(1.1)
+            resp = authenticate(c, "bob", USERS["bob"])
+            assert resp.error_code == 58
+            assert (
+                resp.error_message
+                == "Cannot change principals during re-authentication from User.alice: User.bob"
+            )
+            assert c.is_closed_by_peer()
     finally:
         sb.broker.stop()

@@ -150,3 +150,18 @@ def test_spark_connector_pattern_over_sasl_ssl(
         timeout=300,
     )
     assert proc.returncode == 0 and "PROBE OK" in proc.stdout, (proc.stdout + proc.stderr)[-8000:]
+
+
+def test_java_reauthenticates(java: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """KIP-368: with connections.max.reauth.ms=2000 the Java client re-authenticates on its
+    connections and its requests keep being served (none is closed for an expired session)."""
+    sb = make_secure_broker(tmp_path / "reauth", {"connections.max.reauth.ms": "2000"})
+    sb.broker.start()
+    track_broker(request, sb.broker)
+    try:
+        probe(java, "slowproduce", sb.bootstrap("SASL_SSL"), "reauth-java", *sasl_ssl(sb, USERS["alice"]))
+        log = sb.broker.log_text()
+        assert "SASL client re-authenticated" in log and "principal=User:alice" in log
+        assert "SASL session expired" not in log
+    finally:
+        sb.broker.stop()

@@ -4,12 +4,15 @@
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java roundtrip HOST:PORT TOPIC [k=v ...]
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java badauth HOST:PORT [k=v ...]
 //   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java scram-user HOST:PORT USER PASSWORD MECHANISM
+//   java -cp "$(tests/java/client-jars.sh)" tests/java/AuthProbe.java slowproduce HOST:PORT TOPIC [k=v ...]
 //
 // roundtrip: create TOPIC through Admin, produce 100 records (acks=all, idempotent), consume
 // them in a group (subscribe, poll, commitSync) and read the committed offset back through Admin.
 // badauth: the first Admin call must fail with SaslAuthenticationException; prints
 // "@@ AUTHFAIL <message>". scram-user: Admin.alterUserScramCredentials upserts USER with
 // PASSWORD for MECHANISM (SCRAM-SHA-256 or SCRAM-SHA-512, 8192 iterations) and describes it back.
+// slowproduce: one record every 250 ms for 6 s on one producer, each acknowledged, so that a broker
+// with a short connections.max.reauth.ms sees the client re-authenticate (KIP-368).
 // Each prints PROBE OK at the end.
 
 import java.time.Duration;
@@ -47,7 +50,7 @@ public class AuthProbe {
         String mode = args[0];
         Properties base = new Properties();
         base.put("bootstrap.servers", args[1]);
-        int first = mode.equals("roundtrip") ? 3 : mode.equals("scram-user") ? 5 : 2;
+        int first = mode.equals("roundtrip") || mode.equals("slowproduce") ? 3 : mode.equals("scram-user") ? 5 : 2;
         for (int i = first; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             base.put(args[i].substring(0, eq), args[i].substring(eq + 1));
@@ -60,6 +63,21 @@ public class AuthProbe {
                 var described = admin.describeUserScramCredentials(List.of(args[2])).all().get();
                 check(described.get(args[2]).credentialInfos().equals(List.of(new ScramCredentialInfo(mechanism, 8192))),
                     "described " + described);
+            }
+            System.out.println("PROBE OK");
+            return;
+        }
+        if (mode.equals("slowproduce")) {
+            Properties pp = new Properties();
+            pp.putAll(base);
+            pp.put("acks", "all");
+            pp.put("key.serializer", StringSerializer.class.getName());
+            pp.put("value.serializer", StringSerializer.class.getName());
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+                for (int i = 0; i < 24; i++) {
+                    producer.send(new ProducerRecord<>(args[2], "k", "v" + i)).get();
+                    Thread.sleep(250);
+                }
             }
             System.out.println("PROBE OK");
             return;

@@ -224,6 +224,31 @@ def test_authenticator_states_and_kafka_messages() -> None:
     assert auth.state is State.FAILED
 
 
+def test_reauthentication_keeps_mechanism_and_principal() -> None:
+    settings = _settings()
+    settings.session_lifetime_ms["PLAIN"] = 1500
+    first = SaslAuthenticator(settings, "10.0.0.9")
+    first.handshake("PLAIN")
+    first.authenticate(b"\0alice\0alice-secret")
+    assert first.principal is not None and first.session_lifetime_ms == 1500
+    previous = ("PLAIN", first.principal)
+    again = SaslAuthenticator(settings, "10.0.0.9", previous)
+    again.handshake("PLAIN")
+    again.authenticate(b"\0alice\0alice-secret")
+    assert again.complete and again.session_lifetime_ms == 1500
+    other = SaslAuthenticator(settings, "10.0.0.9", previous)
+    other.handshake("SCRAM-SHA-512")
+    with pytest.raises(
+        AuthenticationFailure, match="not supported for re-authentication of mechanism 'PLAIN'"
+    ):
+        other.authenticate(ScramClient("alice", "alice-secret", "SCRAM-SHA-512").first_message())
+    settings.plain_users["bob"] = "bob-secret"
+    bob = SaslAuthenticator(settings, "10.0.0.9", previous)
+    bob.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailure, match="Cannot change principals during re-authentication"):
+        bob.authenticate(b"\0bob\0bob-secret")
+
+
 def test_failures_per_ip_are_limited_then_forgotten() -> None:
     now = [0.0]
     settings = _settings(max_per_ip=2, now=now)

@@ -103,7 +103,7 @@ def test_listener_overrides_as_a_flag_take_json(served: list[BrokerConfig]) -> N
         ({"sasl_enabled_mechanisms": "OAUTHBEARER"}, "OAUTHBEARER is not supported by kcoord"),
         ({"sasl_enabled_mechanisms": "DIGEST-MD5"}, "unknown SASL mechanism"),
         ({"sasl_jaas_config": "PlainLoginModule required user_a=1"}, "expected ';'"),
-        ({"connections_max_reauth_ms": 3600000}, "re-authentication"),
+        ({"connections_max_reauth_ms": -1}, "greater than or equal to 0"),
         ({"ssl_principal_mapping_rules": "RULE:x"}, "Invalid rule"),
     ],
 )
@@ -189,13 +189,23 @@ def test_jaas_lookup_order_and_mechanisms_per_listener() -> None:
         listener_name={
             "a.plain.sasl.jaas.config": JAAS,
             "b.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "a.plain.connections.max.reauth.ms": "60000",
+            "b.connections.max.reauth.ms": "120000",
         },
+        connections_max_reauth_ms=30000,
     )
     security = build_listener_security(cfg, NoScramCredentials())
     # listener.name.<l>.<mechanism>.sasl.jaas.config first, then the broker-wide sasl.jaas.config.
     assert security["A"].sasl is not None and security["A"].sasl.plain_users == {"alice": "alice-secret"}
     assert security["A"].sasl.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     assert security["B"].sasl is not None and security["B"].sasl.mechanisms == ("SCRAM-SHA-512",)
+    # connections.max.reauth.ms: per listener and mechanism, per listener, broker-wide.
+    assert security["A"].sasl.session_lifetime_ms == {
+        "PLAIN": 60000,
+        "SCRAM-SHA-256": 30000,
+        "SCRAM-SHA-512": 30000,
+    }
+    assert security["B"].sasl.session_lifetime_ms == {"SCRAM-SHA-512": 120000}
     cfg = BrokerConfig(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_jaas_config=other)
     sasl = build_listener_security(cfg, NoScramCredentials())["SASL_PLAINTEXT"].sasl
     assert sasl is not None and sasl.plain_users == {"bob": "b"}
