@@ -486,3 +486,24 @@ def test_reauthentication_kip368(tmp_path: Path, request: pytest.FixtureRequest)
             assert c.is_closed_by_peer()
     finally:
         sb.broker.stop()
+
+
+def test_confluent_reauthenticates(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """librdkafka re-authenticates (KIP-368) on its connection as its sessions near their end."""
+    sb = make_secure_broker(tmp_path / "reauth-confluent", {"connections.max.reauth.ms": "2000"})
+    sb.broker.start()
+    track_broker(request, sb.broker)
+    try:
+        producer = Producer({**_confluent_sasl_ssl(sb), "acks": "all"})
+        errors: list[object] = []
+        for _ in range(20):  # 5 s: two sessions and more
+            producer.produce(
+                "reauth", b"x", on_delivery=lambda err, _msg: errors.append(err) if err else None
+            )
+            producer.flush(10)
+            time.sleep(0.25)
+        assert errors == []
+        log = sb.broker.log_text()
+        assert log.count("SASL client re-authenticated") >= 2 and "SASL session expired" not in log
+    finally:
+        sb.broker.stop()
