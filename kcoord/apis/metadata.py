@@ -37,6 +37,7 @@ from kcoord.apis.authorization import (
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import Topic, validate_topic_name
+from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.metadata.acls import CLUSTER_NAME
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
@@ -142,7 +143,7 @@ def _auto_create(services: Services, name: str, allow: bool) -> Topic | int:
         validate_topic_name(name)
     except KafkaError as e:
         return e.code
-    if not allow:
+    if not allow or name == CLUSTER_METADATA_TOPIC:  # never a topic: the security metadata's log
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
         return services.partitions.create_topic(name, services.config.num_partitions, {})

@@ -27,6 +27,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fields import RecordFormatError
 from kcoord.runtime.outcome import Outcome, Record, Responder
 from kcoord.runtime.records import RecordRegistry
+from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.runtime.shard import Loader
 from kcoord.security.credentials import (
     MAX_ITERATIONS,
@@ -295,3 +296,16 @@ class MetadataStore:
             results.append(AclDeleteResult(deleted=tuple(deleted)))
         out.respond(respond, results)
         return out
+
+
+class MetadataCredentials:
+    """The ``ScramCredentialSource`` of a broker: what ``__cluster_metadata`` holds at the moment
+    of the lookup. Built with the runtime, before its log is opened and its store exists (a SASL
+    server can be wired to it at construction)."""
+
+    def __init__(self, runtime: CoordinatorRuntime[MetadataStore]) -> None:
+        self._runtime = runtime
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        shards = self._runtime.shards
+        return shards[0].state.scram_credential(mechanism, user) if shards else None

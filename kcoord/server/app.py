@@ -19,6 +19,7 @@ from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.http.server import OpsHttp, OpsServer
+from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.security.credentials import ScramCredential
 from kcoord.server.api_table import build_table
@@ -75,6 +76,8 @@ class Broker:
         self.metadata = metadata_runtime(config, self.flusher, self.clock)
         self.metadata.on_failure = lambda _exc: self.fatal.set()
         self.authorizer = authorizer(config)
+        # Where SASL/SCRAM finds users' credentials (the ScramCredentialSource).
+        self.scram_credentials = MetadataCredentials(self.metadata)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
         self.table = build_table()

@@ -26,7 +26,9 @@ from tests.conformance.test_txn_bad_input import (
     add_partitions,
     end_txn,
     init_pid,
+    txn_batch,
     txn_offset_commit,
+    txn_produce,
 )
 from tests.harness import BrokerFactory, BrokerProcess
 from tests.wire import Conn, build_batch
@@ -131,6 +133,8 @@ def test_transaction_apis(held: BrokerProcess) -> None:
             E.OPERATION_NOT_ATTEMPTED,
             E.TOPIC_AUTHORIZATION_FAILED,
         ]
+        denied = txn_produce(c, "tx-no", "w", 0, txn_batch(pid, epoch, 0))
+        assert denied.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert add_offsets(c, "tx-ok", pid, epoch, "g-no") == E.GROUP_AUTHORIZATION_FAILED
         assert add_offsets(c, "tx-no", pid, epoch, "g-ok") == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert add_offsets(c, "tx-ok", pid, epoch, "g-ok") == 0
@@ -286,6 +290,12 @@ def test_data_plane_and_admin_apis(held: BrokerProcess) -> None:
             timeout_ms=1000,
         )
         assert resp.topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+        deleted = c.request(ApiKey.DeleteTopics, 5, topic_names=["t", "u", "nope"], timeout_ms=1000)
+        assert [(r.name, r.error_code) for r in deleted.responses] == [
+            ("t", E.TOPIC_AUTHORIZATION_FAILED),  # Read implies Describe, not Delete
+            ("u", E.TOPIC_AUTHORIZATION_FAILED),
+            ("nope", E.TOPIC_AUTHORIZATION_FAILED),  # existence is not revealed
+        ]
         cp = request_class(ApiKey.CreatePartitions).CreatePartitionsTopic
         resp = c.request(
             ApiKey.CreatePartitions,

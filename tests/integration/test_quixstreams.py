@@ -10,6 +10,10 @@ the consumer offsets commit together).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,9 +24,55 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from tests.harness import BrokerFactory, BrokerProcess
 from tests.integration.test_compaction import CLEANER_ARGS
 
-# Not in the test extra: every quixstreams release pins confluent-kafka<2.13, the project 2.16.1.
-quixstreams = pytest.importorskip("quixstreams", reason="quixstreams not installed (pip install quixstreams)")
 confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_admin = pytest.importorskip("confluent_kafka.admin")
+
+# Every quixstreams release pins confluent-kafka<2.13 while the project tests with 2.16.1 (it works
+# with it: only the pin disagrees), so pip cannot install both into one environment. The test
+# installs quixstreams and its other dependencies into a directory of their own, once per machine,
+# and runs the application in a process that has that directory on its path besides this
+# environment's confluent-kafka.
+QUIXSTREAMS = "quixstreams==3.28.1"
+QUIX_DEPS = [
+    "rocksdict>=0.3,<0.4",
+    "orjson>=3.9,<4",
+    "pydantic>=2.7,<2.14",
+    "pydantic-settings>=2.3,<2.16",
+    "jsonschema>=4.3.0",
+    "jsonlines>=4,<5",
+    "rich>=13,<16",
+    "jsonpath-ng>=1.7.0,<2",
+    "httpx>=0.28.1",
+    "typing-extensions>=4.8",
+]
+QUIX_DIR = Path(os.environ.get("KCOORD_TEST_CACHE", Path.home() / ".cache" / "kcoord-tests")) / QUIXSTREAMS
+COUNTER = Path(__file__).with_name("quix_counter.py")
+
+
+@pytest.fixture(scope="module")
+def quix_path() -> Path:
+    """The package directory holding quixstreams (installed on first use)."""
+    if not (QUIX_DIR / "quixstreams").is_dir():
+        tmp = QUIX_DIR.with_name(QUIX_DIR.name + ".tmp")
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--target",
+            str(tmp),
+        ]
+        try:
+            subprocess.run([*pip, "--no-deps", QUIXSTREAMS], check=True, capture_output=True, timeout=600)
+            subprocess.run([*pip, *QUIX_DEPS], check=True, capture_output=True, timeout=600)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            stderr = getattr(e, "stderr", b"") or b""
+            pytest.skip(f"cannot install {QUIXSTREAMS} from PyPI: {stderr.decode(errors='replace')[-300:]}")
+        tmp.rename(QUIX_DIR)
+    return QUIX_DIR
+
 
 KEYS = [f"k{i}" for i in range(5)]
 
@@ -35,29 +85,21 @@ def produce(broker: BrokerProcess, topic: str, per_key: int) -> None:
     assert p.flush(30) == 0
 
 
-def run_counter(broker: BrokerProcess, state_dir: Path, guarantee: str, expect: int) -> dict[str, list[int]]:
+def run_counter(
+    quix_path: Path, broker: BrokerProcess, state_dir: Path, guarantee: str, expect: int
+) -> dict[str, list[int]]:
     """Run the counting application until it emitted ``expect`` rows; the counts per key."""
-    app = quixstreams.Application(
-        broker_address=broker.bootstrap,
-        consumer_group="counter",
-        auto_offset_reset="earliest",
-        state_dir=str(state_dir),
-        processing_guarantee=guarantee,
-        commit_interval=0.5,
-        loglevel="WARNING",
+    env = {**os.environ, "PYTHONPATH": str(quix_path)}
+    done = subprocess.run(
+        [sys.executable, str(COUNTER), broker.bootstrap, str(state_dir), guarantee, str(expect)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    words = app.topic("words", value_deserializer="json")
-    sdf = app.dataframe(words)
-
-    def count(value: dict, state: quixstreams.State) -> dict:  # type: ignore[name-defined]
-        n = state.get("n", 0) + 1
-        state.set("n", n)
-        return {"word": value["word"], "n": n}
-
-    sdf = sdf.apply(count, stateful=True)
-    rows = app.run(count=expect, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
     out: dict[str, list[int]] = {}
-    for row in rows:
+    for row in json.loads(done.stdout.strip().splitlines()[-1]):
         out.setdefault(row["word"], []).append(row["n"])
     return out
 
@@ -65,7 +107,7 @@ def run_counter(broker: BrokerProcess, state_dir: Path, guarantee: str, expect: 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_quixstreams_state_recovers_from_compacted_changelog(
-    broker_factory: BrokerFactory, tmp_path: Path, guarantee: str
+    broker_factory: BrokerFactory, tmp_path: Path, guarantee: str, quix_path: Path
 ) -> None:
     broker = broker_factory(
         [*CLEANER_ARGS, "--log-roll-ms", "200", "--log-cleaner-min-cleanable-ratio", "0.01"]
@@ -73,7 +115,7 @@ def test_quixstreams_state_recovers_from_compacted_changelog(
     broker.create_topic("words", partitions=2)
 
     produce(broker, "words", per_key=10)
-    first = run_counter(broker, tmp_path / "state-1", guarantee, expect=50)
+    first = run_counter(quix_path, broker, tmp_path / "state-1", guarantee, expect=50)
     assert {k: max(v) for k, v in first.items()} == dict.fromkeys(KEYS, 10)
 
     changelogs = [t for t in broker_topics(broker) if t.startswith("changelog__")]
@@ -97,12 +139,12 @@ def test_quixstreams_state_recovers_from_compacted_changelog(
     broker.start()
     produce(broker, "words", per_key=5)
     # A new, empty state directory: the counts can only come back from the changelog.
-    second = run_counter(broker, tmp_path / "state-2", guarantee, expect=25)
+    second = run_counter(quix_path, broker, tmp_path / "state-2", guarantee, expect=25)
     assert {k: sorted(v) for k, v in second.items()} == {k: [11, 12, 13, 14, 15] for k in KEYS}
 
 
 def broker_topics(broker: BrokerProcess) -> list[str]:
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = confluent_admin.AdminClient({"bootstrap.servers": broker.bootstrap})
     return list(admin.list_topics(timeout=10).topics)
 
 

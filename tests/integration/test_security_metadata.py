@@ -1,24 +1,27 @@
 """ACLs and SCRAM credentials through confluent-kafka's AdminClient and kafka-python's
-KafkaAdminClient, persisted in ``__cluster_metadata``: across a clean restart and a kill -9.
+KafkaAdminClient, persisted in ``__cluster_metadata``: across a clean restart and a kill -9;
+librdkafka's consumer and producer held to them.
 
 The broker runs the StandardAuthorizer with ``super.users=User:ANONYMOUS`` (every PLAINTEXT
-client), so the admin clients may manage everything; tests/integration/test_security_java.py is
-where ACLs bind a client.
+client), so the admin clients may manage everything; to hold a client to ACLs, a test restarts
+the broker without super users (as tests/integration/test_security_java.py does).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -39,6 +42,7 @@ from kafka.admin import ResourceType as KResourceType
 from kafka.admin import ScramMechanism as KScramMechanism
 from kafka.admin import UserScramCredentialUpsertion as KUpsertion
 
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import request_class
 from tests.harness import BrokerFactory
 from tests.wire import ApiKey, Conn
@@ -176,6 +180,51 @@ def test_no_authorizer_is_security_disabled(broker_factory: BrokerFactory) -> No
         kadmin.close()
 
 
+def test_cluster_metadata_is_never_a_topic(broker_factory: BrokerFactory) -> None:
+    """A topic named __cluster_metadata would share the security metadata's log directory."""
+    b = broker_factory()
+    with b.connect() as c:
+        creatable = request_class(ApiKey.CreateTopics).CreatableTopic
+        created = c.request(
+            ApiKey.CreateTopics,
+            7,
+            topics=[
+                creatable(
+                    name="__cluster_metadata",
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=10_000,
+            validate_only=False,
+        )
+        assert created.topics[0].error_code == ErrorCode.INVALID_REQUEST
+        topic = request_class(ApiKey.Metadata).MetadataRequestTopic
+        md = c.request(
+            ApiKey.Metadata,
+            12,
+            topics=[topic(topic_id=uuid.UUID(int=0), name="__cluster_metadata")],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+        assert md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    fs = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(
+                "u", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"p", b"s"
+            )
+        ]
+    )
+    assert fs["u"].result(timeout=10) is None
+    b.restart()
+    assert "u" in AdminClient({"bootstrap.servers": b.bootstrap}).describe_user_scram_credentials().result(
+        timeout=10
+    )
+
+
 def test_unknown_authorizer_is_refused(broker_factory: BrokerFactory) -> None:
     b = broker_factory(["--authorizer-class-name", "kafka.security.authorizer.AclAuthorizer"], start=False)
     with pytest.raises(RuntimeError, match="StandardAuthorizer"):
@@ -275,3 +324,101 @@ def test_acknowledged_changes_survive_kill_9(broker_factory: BrokerFactory) -> N
         assert creds.error_code == 0
         users = {r.user for r in creds.results if r.error_code == 0}
         assert set(acked_users) <= users
+
+
+def test_librdkafka_clients_held_to_acls(broker_factory: BrokerFactory) -> None:
+    """confluent-kafka's consumer and producer under ACLs made by its AdminClient: Read on one topic
+    with one group; another group, another topic and producing are refused with Kafka's errors."""
+    b = broker_factory(AUTHORIZER + SUPER)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic("rk-t", 1, 1), NewTopic("rk-u", 1, 1)]).values():
+        f.result(timeout=10)
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(3):
+        producer.produce("rk-t", value=f"v{i}".encode())
+        producer.produce("rk-u", value=f"v{i}".encode())
+    assert producer.flush(10) == 0
+    grants = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "rk-t",
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "rk-",
+            ResourcePatternType.PREFIXED,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "rk-denied",
+            ResourcePatternType.LITERAL,
+            "User:*",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.DENY,
+        ),
+    ]
+    for f in admin.create_acls(grants).values():
+        assert f.result(timeout=10) is None
+    b.extra_args = list(AUTHORIZER)
+    b.restart()
+
+    def consumer(group: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+
+    def poll_until(c: Consumer, want: int, seconds: float = 20) -> tuple[list[bytes], list[int]]:
+        values: list[bytes] = []
+        errors: list[int] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and len(values) < want and not errors:
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.append(msg.error().code())
+            else:
+                values.append(msg.value())
+        return values, errors
+
+    c = consumer("rk-ok")
+    c.subscribe(["rk-t"])
+    values, errors = poll_until(c, 3)
+    assert (values, errors) == ([b"v0", b"v1", b"v2"], [])
+    c.commit(asynchronous=False)
+    c.close()
+
+    c = consumer("rk-denied")  # Read by the prefix, but the DENY of ALL wins
+    c.subscribe(["rk-t"])
+    assert poll_until(c, 1)[1] == [KafkaError.GROUP_AUTHORIZATION_FAILED]
+    c.close()
+
+    c = consumer("rk-ok2")
+    c.subscribe(["rk-u"])
+    assert poll_until(c, 1)[1] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    c.close()
+
+    reports: list[int] = []
+    producer = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 10_000})
+    producer.produce(
+        "rk-t", value=b"forbidden", on_delivery=lambda err, _msg: reports.append(err.code() if err else 0)
+    )
+    producer.flush(15)
+    assert reports == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    with b.connect() as conn:
+        assert conn.list_offsets("rk-t", 0, -1).offset == 3  # nothing was written

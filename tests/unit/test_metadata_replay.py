@@ -6,7 +6,8 @@ Random requests (upsertions and deletions of credentials, names repeated, bad me
 iterations; ACL creations, duplicates, invalid bindings; deletions by filters), compactions of
 the log and restarts run through the production shard (``MetadataStore`` on a
 ``CoordinatorShard`` and a real log, with the real cleaner). After every step a store loaded from
-the log equals the live one, and the answers agree with a model kept by the test.
+the log equals the live one, the answers agree with a model kept by the test, and an authorizer
+that followed every live change decides as one built from the replayed log.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kcoord.clock import ManualClock
+from kcoord.config import build_config
 from kcoord.metadata.acls import (
     AclBinding,
     AclBindingFilter,
@@ -32,13 +34,16 @@ from kcoord.metadata.acls import (
     PatternType,
     ResourceType,
 )
+from kcoord.metadata.authorizer import StandardAuthorizer
 from kcoord.metadata.records import METADATA_RECORDS
-from kcoord.metadata.store import MetadataStore, ScramUpsertion
+from kcoord.metadata.store import MetadataCredentials, MetadataStore, ScramUpsertion
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Operation
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import CoordinatorShard
 from kcoord.security.credentials import credential_from_salted_password, salted_password
+from kcoord.security.principal import KafkaPrincipal
+from kcoord.server.coordinators import metadata_runtime
 from kcoord.storage.cleaner import clean
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
@@ -95,6 +100,14 @@ class MetadataHarness:
         asyncio.run(clean(self.shard.log, self.clock.now_ms(), 0))
 
 
+CHECKS = [
+    (who, op, rt, name)
+    for who in ("User:ANONYMOUS", "User:alice", "User:carol")
+    for op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
+    for rt in (ResourceType.TOPIC, ResourceType.GROUP)
+    for name in ("t", "t1", "t-*x", "g", "zzz")
+]
+
 upsertion = st.builds(
     lambda name, mech, iters, pw: ScramUpsertion(
         name, mech, iters, b"salt-" + pw, hashlib.sha256(pw).digest()
@@ -134,6 +147,8 @@ class MetadataLog(RuleBasedStateMachine):
         self.h = MetadataHarness(self.dir / "log")
         self.model_credentials: dict[tuple[str, int], int] = {}  # -> iterations
         self.model_acls: set[AclBinding] = set()
+        self.auth = StandardAuthorizer()  # follows the live store's changes, ACL by ACL
+        self.auth.load(self.h.store)
 
     def teardown(self) -> None:
         self.h.shard.log.close()
@@ -217,6 +232,8 @@ class MetadataLog(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         self.h.restart()
+        self.auth = StandardAuthorizer()
+        self.auth.load(self.h.store)
 
     @invariant()
     def replay_equals_live(self) -> None:
@@ -225,6 +242,14 @@ class MetadataLog(RuleBasedStateMachine):
         assert {k: c.iterations for k, c in live.credentials.items()} == self.model_credentials
         assert set(live.acls.values()) == self.model_acls
         assert len(live.acls) == len(self.model_acls)  # no ACL twice
+        # The authorizer that followed every change decides as one built from the replayed log.
+        fresh = StandardAuthorizer()
+        fresh.load(self.h.replay())
+        for who, op, rt, name in CHECKS:
+            principal = KafkaPrincipal.parse(who)
+            assert self.auth.authorize(principal, "127.0.0.1", op, rt, name) == fresh.authorize(
+                principal, "127.0.0.1", op, rt, name
+            ), (who, op, rt, name)
 
 
 MetadataLog.TestCase.settings = settings(
@@ -287,3 +312,28 @@ def test_removal_supersedes_the_credential_in_a_compacted_log(tmp_path: Path) ->
     assert stored_key not in data
     assert h.replay().credentials == {}
     _ = uuid  # ids are random: the model compares bindings
+
+
+def test_broker_credentials_source_follows_the_runtime(tmp_path: Path) -> None:
+    """The ScramCredentialSource the broker hands to SASL: nothing before the log is open, then
+    what the store holds, after a restart too."""
+    config = build_config({}, {"log_dirs": str(tmp_path)})
+    flusher = Flusher("os")
+    runtime = metadata_runtime(config, flusher, ManualClock())
+    source = MetadataCredentials(runtime)
+    assert source.scram_credential("SCRAM-SHA-256", "alice") is None
+    runtime.open(unclean=False)
+    salted = salted_password("SCRAM-SHA-256", b"pw", b"salt", 4096)
+    shard = runtime.shards[0]
+    answers: list[Any] = []
+    up = ScramUpsertion("alice", 1, 4096, b"salt", salted)
+    out = shard.run(lambda s, now: s.alter_credentials([], [up], answers.append, now), 0)
+    shard.append(out.records, 0)
+    expected = credential_from_salted_password("SCRAM-SHA-256", b"salt", salted, 4096)
+    assert source.scram_credential("SCRAM-SHA-256", "alice") == expected
+    assert source.scram_credential("SCRAM-SHA-512", "alice") is None
+    runtime.close()
+    again = metadata_runtime(config, flusher, ManualClock())
+    again.open(unclean=False)
+    assert MetadataCredentials(again).scram_credential("SCRAM-SHA-256", "alice") == expected
+    again.close()
