@@ -21,7 +21,6 @@ from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
-from kcoord.security.credentials import ScramCredential
 from kcoord.server.api_table import build_table
 from kcoord.server.coordinators import (
     authorizer,
@@ -105,7 +104,7 @@ class Broker:
             config.listener_endpoints(),
             config.socket_request_max_bytes,
             self.shutdown,
-            build_listener_security(config, self),
+            build_listener_security(config, self.scram_credentials),
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
@@ -128,11 +127,6 @@ class Broker:
                 return ep
         bound_host, bound_port = next(iter(self.server.bound.values()))
         return Endpoint(listener, bound_host, bound_port)
-
-    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        """The SASL/SCRAM server's ScramCredentialSource: the credentials of __cluster_metadata,
-        read from its shard's state as it is now (the state is replaced when the log loads)."""
-        return self.metadata.shards[0].state.scram_credential(mechanism, user)
 
     # --- lifecycle -------------------------------------------------------------------------
     def status(self) -> str:
