@@ -4,6 +4,8 @@
 
 Environment: BOOTSTRAP (localhost:9092), TOPIC (events), PARTITIONS (3, used when the topic is
 created here), COUNT (events to write, 0 = forever), INTERVAL_MS (pause between events, 100).
+A secured listener: SECURITY_PROTOCOL (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), SASL_MECHANISM,
+SASL_USERNAME, SASL_PASSWORD, SSL_CAFILE.
 """
 
 from __future__ import annotations
@@ -20,8 +22,20 @@ from kafka.errors import TopicAlreadyExistsError
 ACTIONS = ["view", "click", "add_to_cart", "purchase"]
 
 
+def security() -> dict[str, str]:
+    """kafka-python's security settings from the environment (none for PLAINTEXT)."""
+    names = {
+        "SECURITY_PROTOCOL": "security_protocol",
+        "SASL_MECHANISM": "sasl_mechanism",
+        "SASL_USERNAME": "sasl_plain_username",
+        "SASL_PASSWORD": "sasl_plain_password",
+        "SSL_CAFILE": "ssl_cafile",
+    }
+    return {arg: os.environ[env] for env, arg in names.items() if os.environ.get(env)}
+
+
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="events-producer")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="events-producer", **security())
     try:
         admin.create_topics([NewTopic(topic, partitions, 1)])
         print(f"created topic {topic} with {partitions} partitions", flush=True)
@@ -38,7 +52,11 @@ def main() -> None:
     interval = int(os.environ.get("INTERVAL_MS", "100")) / 1000
     ensure_topic(bootstrap, topic, int(os.environ.get("PARTITIONS", "3")))
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, client_id="events-producer", enable_idempotence=True, linger_ms=20
+        bootstrap_servers=bootstrap,
+        client_id="events-producer",
+        enable_idempotence=True,
+        linger_ms=20,
+        **security(),
     )
     rng = random.Random(42)
     n = 0

@@ -8,14 +8,47 @@ and as a flag (``--log-dirs``). Precedence: flag > environment > file > default.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kcoord.security.authenticator import check_mechanisms
+from kcoord.security.jaas import parse_jaas_config
+from kcoord.security.listeners import (
+    SECURITY_PROTOCOLS,
+    listener_protocol,
+    parse_protocol_map,
+)
+from kcoord.security.tls import check_store_type, enabled_versions
 
 ENV_PREFIX = "KCOORD_"
+LISTENER_PREFIX = "listener.name."
+# Settings a listener may override as listener.name.<listener>.<setting> (Kafka's per-listener
+# configs), besides <mechanism>.sasl.jaas.config.
+PER_LISTENER = (
+    "ssl_keystore_type",
+    "ssl_keystore_location",
+    "ssl_keystore_key",
+    "ssl_keystore_certificate_chain",
+    "ssl_key_password",
+    "ssl_truststore_type",
+    "ssl_truststore_location",
+    "ssl_truststore_certificates",
+    "ssl_client_auth",
+    "ssl_enabled_protocols",
+    "ssl_cipher_suites",
+    "ssl_principal_mapping_rules",
+    "sasl_enabled_mechanisms",
+    "sasl_jaas_config",
+    "sasl_server_max_receive_size",
+    "connections_max_reauth_ms",
+)
+# Settings that hold secrets: DescribeConfigs shows them as sensitive, without their value.
+SENSITIVE = frozenset({"ssl_keystore_key", "ssl_key_password", "sasl_jaas_config", "listener_name"})
 # Kafka's KRaft authorizer (AclAuthorizer, the ZooKeeper one, went with ZooKeeper in Kafka 4).
 STANDARD_AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",)
 
@@ -44,8 +77,88 @@ class BrokerConfig(BaseModel):
         description="NAME://host:port per listener as clients should reach it; default: listeners.",
     )
     listener_security_protocol_map: str = Field(
-        "PLAINTEXT:PLAINTEXT",
-        description="NAME:PROTOCOL pairs; only PLAINTEXT is implemented (see SKIPPED.md).",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        description="NAME:PROTOCOL pairs mapping listener names to PLAINTEXT, SSL, SASL_PLAINTEXT or "
+        "SASL_SSL; a listener named after a protocol needs no entry.",
+    )
+    inter_broker_listener_name: str | None = Field(
+        None, description="Accepted when it names a configured listener (one node: no other broker)."
+    )
+    security_inter_broker_protocol: str | None = Field(
+        None, description="Accepted when a listener uses this protocol (one node: no other broker)."
+    )
+    sasl_mechanism_inter_broker_protocol: str | None = Field(
+        None,
+        description="Accepted when the inter-broker listener (or, without one, some SASL listener) "
+        "enables this mechanism (one node: no other broker).",
+    )
+    listener_name: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka's per-listener overrides listener.name.<listener>.<key> (for example "
+        "listener.name.sasl_ssl.plain.sasl.jaas.config), keyed by '<listener>.<key>'; in TOML write "
+        "the full quoted key, as a flag or environment variable a JSON object.",
+    )
+    # --- TLS (SSL and SASL_SSL listeners; each may be overridden per listener) ---------------
+    ssl_keystore_type: str = Field(
+        "PEM", description="Only PEM (Kafka's default JKS, and PKCS12, are refused: see SKIPPED.md)."
+    )
+    ssl_keystore_location: str | None = Field(
+        None, description="PEM file holding the private key and the certificate chain."
+    )
+    ssl_keystore_key: str | None = Field(None, description="The private key as inline PEM.")
+    ssl_keystore_certificate_chain: str | None = Field(
+        None, description="The certificate chain as inline PEM."
+    )
+    ssl_key_password: str | None = Field(None, description="Password of an encrypted private key.")
+    ssl_truststore_type: str = Field("PEM", description="Only PEM.")
+    ssl_truststore_location: str | None = Field(
+        None, description="PEM file of the CA certificates client certificates are verified against."
+    )
+    ssl_truststore_certificates: str | None = Field(
+        None, description="Trusted CA certificates as inline PEM."
+    )
+    ssl_client_auth: Literal["none", "requested", "required"] = Field(
+        "none", description="Whether TLS clients must (required) or may (requested) present a certificate."
+    )
+    ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", description="TLS versions accepted.")
+    ssl_cipher_suites: str = Field(
+        "", description="OpenSSL cipher names for TLSv1.2 (TLSv1.3 suites are OpenSSL's); empty: defaults."
+    )
+    ssl_principal_mapping_rules: str = Field(
+        "DEFAULT",
+        description="How a client certificate's DN becomes the principal's name: DEFAULT or "
+        "RULE:pattern/replacement/[LU] rules, as Kafka.",
+    )
+    # --- SASL (SASL_PLAINTEXT and SASL_SSL listeners) ------------------------------------------
+    sasl_enabled_mechanisms: str = Field(
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        description="Mechanisms served (Kafka's default GSSAPI, and OAUTHBEARER, are not: see SKIPPED.md).",
+    )
+    sasl_jaas_config: str | None = Field(
+        None,
+        description="JAAS configuration of PLAIN's users (PlainLoginModule required "
+        'user_<name>="<password>";) for listeners without listener.name.<listener>.plain.sasl.jaas.config.',
+    )
+    sasl_server_max_receive_size: int = Field(
+        524288, description="Largest frame accepted on a SASL listener before authentication."
+    )
+    connections_max_reauth_ms: int = Field(
+        0,
+        ge=0,
+        description="SASL sessions last this long, then the client re-authenticates (KIP-368) or its "
+        "connection is closed at its next request; 0: sessions do not expire.",
+    )
+    connection_failed_authentication_delay_ms: int = Field(
+        100, description="Delay before closing a connection whose authentication failed."
+    )
+    sasl_failed_authentication_max_per_ip: int = Field(
+        10,
+        description="kcoord: failed SASL authentications allowed per client IP in "
+        "sasl.failed.authentication.window.ms; beyond, that IP's authentications fail unchecked "
+        "(0: no limit).",
+    )
+    sasl_failed_authentication_window_ms: int = Field(
+        60000, description="kcoord: the window of sasl.failed.authentication.max.per.ip."
     )
     socket_request_max_bytes: int = Field(
         104857600, description="Largest request frame accepted; larger frames close the connection."
@@ -233,6 +346,141 @@ class BrokerConfig(BaseModel):
             raise ValueError(f"group.consumer.assignors must name some of {', '.join(known)}")
         return ",".join(names)
 
+    @field_validator("listener_name", mode="before")
+    @classmethod
+    def _listener_overrides_from_json(cls, v: object) -> object:
+        # A flag or environment variable carries the mapping as a JSON object.
+        if isinstance(v, str):
+            try:
+                return json.loads(v) if v.strip() else {}
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"listener.name must be a JSON object of '<listener>.<key>': value: {e}"
+                ) from None
+        return v
+
+    @field_validator("ssl_keystore_type", "ssl_truststore_type")
+    @classmethod
+    def _pem_only(cls, v: str, info: Any) -> str:
+        return check_store_type(kafka_name(info.field_name), v)
+
+    @field_validator("ssl_client_auth", mode="before")
+    @classmethod
+    def _client_auth_any_case(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v
+
+    @field_validator("ssl_enabled_protocols")
+    @classmethod
+    def _tls_versions(cls, v: str) -> str:
+        enabled_versions(v)
+        return v
+
+    @field_validator("ssl_principal_mapping_rules")
+    @classmethod
+    def _mapping_rules(cls, v: str) -> str:
+        from kcoord.security.ssl_principal import SslPrincipalMapper
+
+        SslPrincipalMapper(v)
+        return v
+
+    @field_validator("sasl_enabled_mechanisms")
+    @classmethod
+    def _mechanisms(cls, v: str) -> str:
+        return ",".join(check_mechanisms([m.strip().upper() for m in v.split(",") if m.strip()]))
+
+    @field_validator("sasl_jaas_config")
+    @classmethod
+    def _jaas(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_jaas_config(v)
+        return v
+
+    @model_validator(mode="after")
+    def _listeners_and_security(self) -> BrokerConfig:
+        mapping = parse_protocol_map(self.listener_security_protocol_map)
+        names = [e.name for e in parse_listeners(self.listeners)]
+        protocols = {name: listener_protocol(name, mapping) for name in names}
+        if self.inter_broker_listener_name is not None and self.security_inter_broker_protocol is not None:
+            raise ValueError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+            )
+        inter_broker = self.inter_broker_listener_name
+        if inter_broker is not None and inter_broker.upper() not in protocols:
+            raise ValueError(
+                f"inter.broker.listener.name {inter_broker} is not a listener (listeners: {', '.join(names)})"
+            )
+        if self.security_inter_broker_protocol is not None:
+            wanted = self.security_inter_broker_protocol.upper()
+            if wanted not in SECURITY_PROTOCOLS:
+                raise ValueError(f"security.inter.broker.protocol {wanted} is not a security protocol")
+            if wanted not in protocols.values():
+                raise ValueError(f"security.inter.broker.protocol {wanted}: no listener uses it")
+        self._check_inter_broker_mechanism(protocols)
+        lowered = {n.lower(): n for n in names}
+        for key, value in self.listener_name.items():
+            listener, _, setting = key.partition(".")
+            if listener not in lowered:
+                raise ValueError(
+                    f"listener.name.{key}: {listener} is not a listener (names are lower case: "
+                    f"{', '.join(lowered)})"
+                )
+            field = field_name(setting)
+            mechanism, _, rest = setting.partition(".")
+            if rest in ("sasl.jaas.config", "connections.max.reauth.ms") and mechanism.upper() in (
+                "PLAIN",
+                "SCRAM-SHA-256",
+                "SCRAM-SHA-512",
+            ):
+                field = field_name(rest)
+            if field not in PER_LISTENER:
+                raise ValueError(f"listener.name.{key}: {setting} is not a per-listener setting")
+            # The same checks as the broker-wide setting.
+            BrokerConfig.model_validate({field: value})
+        return self
+
+    def _check_inter_broker_mechanism(self, protocols: dict[str, str]) -> None:
+        mechanism = self.sasl_mechanism_inter_broker_protocol
+        if mechanism is None:
+            return
+        if self.inter_broker_listener_name is not None:
+            candidates = [self.inter_broker_listener_name.upper()]
+        else:
+            candidates = [n for n, p in protocols.items() if p in ("SASL_PLAINTEXT", "SASL_SSL")]
+        for name in candidates:
+            enabled = str(
+                self.listener_name.get(
+                    f"{name.lower()}.sasl.enabled.mechanisms", self.sasl_enabled_mechanisms
+                )
+            )
+            if protocols[name] in (
+                "SASL_PLAINTEXT",
+                "SASL_SSL",
+            ) and mechanism.upper() in enabled.upper().split(","):
+                return
+        raise ValueError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} is not enabled on "
+            f"{'listener ' + candidates[0] if len(candidates) == 1 else 'any SASL listener'}"
+        )
+
+    def listener_protocols(self) -> dict[str, str]:
+        """Each listener's security protocol."""
+        mapping = parse_protocol_map(self.listener_security_protocol_map)
+        return {e.name: listener_protocol(e.name, mapping) for e in self.listener_endpoints()}
+
+    def listener_setting(self, listener: str, field: str, mechanism: str | None = None) -> Any:
+        """``field`` for ``listener``: listener.name.<listener>.[<mechanism>.]<setting> if set, else
+        the broker-wide setting (Kafka's lookup order)."""
+        prefix = listener.lower() + "."
+        setting = kafka_name(field)
+        if mechanism is not None:
+            value = self.listener_name.get(f"{prefix}{mechanism.lower()}.{setting}")
+            if value is not None:
+                return getattr(type(self).model_validate({field: value}), field)
+        value = self.listener_name.get(prefix + setting)
+        if value is None:
+            return getattr(self, field)
+        return getattr(type(self).model_validate({field: value}), field)
+
     @field_validator("authorizer_class_name")
     @classmethod
     def _known_authorizer(cls, v: str) -> str:
@@ -363,7 +611,17 @@ def load_toml(path: Path) -> dict[str, Any]:
                 flat[name] = value
 
     walk("", raw)
-    return {field_name(k): v for k, v in flat.items()}
+    values: dict[str, Any] = {}
+    overrides: dict[str, str] = {}
+    for key, value in flat.items():
+        if key.startswith(LISTENER_PREFIX):
+            # Kafka's listener.name.<listener>.<key>: one mapping field (BrokerConfig.listener_name).
+            overrides[key[len(LISTENER_PREFIX) :]] = str(value)
+        else:
+            values[field_name(key)] = value
+    if overrides:
+        values["listener_name"] = overrides
+    return values
 
 
 def build_config(file_values: dict[str, Any], overrides: dict[str, Any]) -> BrokerConfig:

@@ -46,7 +46,7 @@ from kcoord.apis.config_sources import (
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all
 from kcoord.apis.services import Services
-from kcoord.config import BrokerConfig, kafka_name
+from kcoord.config import SENSITIVE, BrokerConfig, kafka_name
 from kcoord.dataplane.topic_config import (
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
@@ -57,6 +57,7 @@ from kcoord.dataplane.topic_config import (
 )
 from kcoord.groups.records import GroupConfigKey, GroupConfigValue
 from kcoord.groups.store import GroupStore
+from kcoord.protocol.configs import TYPE_PASSWORD
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Operation, Outcome, Responder
@@ -195,7 +196,9 @@ def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: A
         if keys is not None and name not in keys:
             continue
         source = CONFIG_SOURCE_STATIC_BROKER if field in explicit else CONFIG_SOURCE_DEFAULT
-        value = getattr(cfg, field)
+        # Secrets (passwords, keys, JAAS users) are never shown, as Kafka's PASSWORD configs.
+        sensitive = field in SENSITIVE
+        value = None if sensitive else getattr(cfg, field)
         entries.append(
             _Entry(
                 name=name,
@@ -203,11 +206,11 @@ def _describe_broker(services: Services, res: Any, keys: set[str] | None, req: A
                 read_only=True,
                 config_source=source,
                 is_default=source == CONFIG_SOURCE_DEFAULT,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 synonyms=[_Synonym(name=name, value=_str(value), source=source)]
                 if req.include_synonyms
                 else [],
-                config_type=_type_of(info.annotation),
+                config_type=TYPE_PASSWORD if sensitive else _type_of(info.annotation),
                 documentation=info.description if req.include_documentation else None,
             )
         )

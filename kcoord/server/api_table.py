@@ -27,6 +27,7 @@ from kcoord.apis import (
     produce,
     producer_id,
     producers,
+    sasl,
     scram,
     share_fetch,
     share_groups,
@@ -136,6 +137,8 @@ def build_table() -> ApiTable:
                 list_offsets.leader_epoch_error_response,
             ),
             ApiSpec(K.ApiVersions, 0, 4, api_versions.handle, api_versions.error_response),
+            ApiSpec(K.SaslHandshake, 0, 1, sasl.handle_handshake, sasl.handshake_error_response),
+            ApiSpec(K.SaslAuthenticate, 0, 2, sasl.handle_authenticate, sasl.authenticate_error_response),
             ApiSpec(K.CreateTopics, 2, 7, topics.handle_create, topics.create_error_response),
             ApiSpec(K.DeleteTopics, 1, 6, topics.handle_delete, topics.delete_error_response),
             ApiSpec(

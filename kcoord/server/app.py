@@ -31,6 +31,7 @@ from kcoord.server.coordinators import (
     transaction_runtime,
 )
 from kcoord.server.dispatcher import Dispatcher
+from kcoord.server.listeners import build_listener_security
 from kcoord.server.server import KafkaServer, ShutdownSignal
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
@@ -99,7 +100,11 @@ class Broker:
         )
         self.dispatcher = Dispatcher(self.services, self.table)
         self.server = KafkaServer(
-            self.dispatcher, config.listener_endpoints(), config.socket_request_max_bytes, self.shutdown
+            self.dispatcher,
+            config.listener_endpoints(),
+            config.socket_request_max_bytes,
+            self.shutdown,
+            build_listener_security(config, self.scram_credentials),
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)

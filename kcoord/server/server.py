@@ -9,6 +9,12 @@ much in flight, or whose peer does not read, stops being read until it catches u
 A frame larger than ``socket.request.max.bytes``, a negative size, or a request that cannot be
 parsed closes that connection, with a warning naming the peer, once the requests before it were
 answered; nothing else is affected.
+
+Security (server/listeners.py): an SSL or SASL_SSL listener speaks TLS, and a client certificate
+on an SSL listener names the connection's principal; on a SASL listener the connection is
+authenticated first, and until then frames are limited to ``sasl.server.max.receive.size`` and
+only the requests of the SASL exchange are served (anything else closes the connection, as
+Kafka's SaslServerAuthenticator does).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +31,12 @@ import structlog
 
 from kcoord.config import Endpoint
 from kcoord.protocol.errors import CloseConnection
-from kcoord.security.principal import ANONYMOUS, KafkaPrincipal
+from kcoord.protocol.messages import ApiKey
+from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
+from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from kcoord.security.ssl_principal import certificate_dn
 from kcoord.server.dispatcher import Dispatcher, Frame
+from kcoord.server.listeners import ListenerSecurity
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +70,13 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = "unknown"
         self.peer = "unknown"
         self.principal: KafkaPrincipal = ANONYMOUS  # set when the connection authenticates
+        self.security: ListenerSecurity | None = server.security.get(listener)
+        self.authenticator: SaslAuthenticator | None = None  # on SASL listeners, until authenticated
+        self._close_after_answer: str | None = None
+        # KIP-368: when the SASL session ends (monotonic seconds), and when re-authentication began.
+        self._session_expires: float | None = None
+        self._reauth_started = 0.0
+        self._sasl_mechanism: str | None = None
         self._buf = bytearray()
         self._queue: deque[_Pending] = deque()
         self._paused_reading = False
@@ -76,6 +94,66 @@ class KafkaConnection(asyncio.Protocol):
             self.peer_host = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
         self.server.connections.add(self)
+        security = self.security
+        if security is not None:
+            if security.sasl is not None:
+                self.authenticator = SaslAuthenticator(security.sasl, self.peer_host)
+                self.max_frame = security.sasl_max_receive_size
+            elif security.principal_mapper is not None:
+                self._tls_principal(security)
+
+    def _tls_principal(self, security: ListenerSecurity) -> None:
+        """A client certificate names the principal (after the TLS handshake, which asyncio
+        completes before connection_made)."""
+        assert self.transport is not None and security.principal_mapper is not None
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if not der:
+            return  # no certificate (ssl.client.auth none or requested): User:ANONYMOUS
+        dn = certificate_dn(der)
+        try:
+            name = security.principal_mapper.name(dn)
+        except ValueError as e:
+            self._abort(f"ssl.principal.mapping.rules: {e}")
+            return
+        self.principal = KafkaPrincipal(USER_TYPE, name)
+        log.info(
+            "TLS client authenticated", peer=self.peer, listener=self.listener, principal=str(self.principal)
+        )
+
+    # --- SASL (the handlers of apis/sasl.py call these) ---------------------------------------
+    def authenticated(self, principal: KafkaPrincipal, session_lifetime_ms: int = 0) -> None:
+        if self.authenticator is not None:
+            self._sasl_mechanism = self.authenticator.mechanism
+        self.principal = principal
+        self.authenticator = None
+        self.max_frame = self.server.max_frame_bytes
+        self._session_expires = time.monotonic() + session_lifetime_ms / 1000 if session_lifetime_ms else None
+
+    def _session_check(self, frame: bytes, out: list[Any]) -> bool:
+        """KIP-368 on an authenticated SASL connection whose session expires: a SaslHandshake
+        begins re-authentication (at most once a second, as Kafka); any other request after the
+        session expired closes the connection (Kafka's expired-connections-killed)."""
+        assert self._session_expires is not None and self.security is not None
+        now = time.monotonic()
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if api_key == ApiKey.SaslHandshake and now - self._reauth_started >= 1.0:
+            assert self.security.sasl is not None and self._sasl_mechanism is not None
+            self._reauth_started = now
+            self.authenticator = SaslAuthenticator(
+                self.security.sasl, self.peer_host, previous=(self._sasl_mechanism, self.principal)
+            )
+            self.max_frame = self.security.sasl_max_receive_size
+            return True
+        if now > self._session_expires:
+            self._close_after_pending(out, "SASL session expired (connections.max.reauth.ms)")
+            return False
+        return True
+
+    def close_after_answer(self, reason: str) -> None:
+        """Close once the answer being made was written, after Kafka's delay
+        (``connection.failed.authentication.delay.ms``) so failing again costs the client time."""
+        self._close_after_answer = reason
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -100,14 +178,27 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
-                self._close_after_pending(
-                    out, f"frame size {size} outside 0..{self.max_frame} (socket.request.max.bytes)"
-                )
+                limit = "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
+                self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
                 return
             if end - pos - 4 < size:
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
+            # (While re-authenticating, the authenticator below decides what may be sent.)
+            if (
+                self._session_expires is not None
+                and self.authenticator is None
+                and not self._session_check(frame, out)
+            ):
+                return
+            if self.authenticator is not None:
+                if self.authenticator.raw_tokens:
+                    if not self._raw_token(frame, out):
+                        return
+                    continue
+                if not self._may_send(frame, out):
+                    return
             try:
                 result = self.dispatcher.dispatch(frame, self)
             except CloseConnection as e:
@@ -116,6 +207,13 @@ class KafkaConnection(asyncio.Protocol):
             except Exception:  # a bug must cost this connection only, as in _deliver
                 log.exception("request failed", peer=self.peer)
                 self._close_after_pending(out, "internal error")
+                return
+            if self._close_after_answer is not None:
+                if type(result) is list:
+                    out.extend(result)
+                elif isinstance(result, bytes):
+                    out.append(result)
+                self._close_delayed(out)
                 return
             if result is None:
                 continue
@@ -139,6 +237,65 @@ class KafkaConnection(asyncio.Protocol):
             del buf[:pos]
         self._write(out)
         self._update_reading()
+
+    def _may_send(self, frame: bytes, out: list[Any]) -> bool:
+        """Before authentication only the SASL exchange's requests are served."""
+        assert self.authenticator is not None
+        if self.authenticator.complete:
+            return True
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        why = self.authenticator.unexpected(api_key)
+        if why is None:
+            return True
+        try:
+            name = ApiKey(api_key).name
+        except ValueError:
+            name = str(api_key)
+        self._close_after_pending(out, f"Unexpected Kafka request of type {name} {why}")
+        return False
+
+    def _raw_token(self, frame: bytes, out: list[Any]) -> bool:
+        """A SASL token after a v0 handshake (KIP-43): answered with the mechanism's token, framed
+        by its size; a failure closes the connection (v0 has no way to say why)."""
+        auth = self.authenticator
+        assert auth is not None
+        try:
+            answer = auth.authenticate(frame)
+        except AuthenticationFailure as e:
+            log.warning(
+                "SASL authentication failed",
+                peer=self.peer,
+                listener=self.listener,
+                mechanism=auth.mechanism,
+                reason=e.detail,
+            )
+            self._close_after_answer = f"failed authentication with SASL mechanism {auth.mechanism}"
+            self._close_delayed(out)
+            return False
+        out.append(_SIZE.pack(len(answer)) + answer)
+        if auth.principal is not None:
+            self.authenticated(auth.principal, auth.session_lifetime_ms)
+            log.info(
+                "SASL client authenticated",
+                peer=self.peer,
+                listener=self.listener,
+                mechanism=auth.mechanism,
+                principal=str(auth.principal),
+            )
+        return True
+
+    def _close_delayed(self, out: list[Any]) -> None:
+        reason = self._close_after_answer
+        assert reason is not None and self.security is not None
+        self._write(out)
+        self._buf.clear()
+        self._close_reason = reason
+        if self.transport is not None and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+        asyncio.get_running_loop().call_later(
+            self.security.failed_authentication_delay_s, self._abort, reason
+        )
 
     # --- responses -------------------------------------------------------------------------
     def _deliver(self, slot: _Pending, data: Frame | None, exc: BaseException | None) -> None:
@@ -266,8 +423,10 @@ class KafkaServer:
         endpoints: list[Endpoint],
         max_frame_bytes: int,
         shutdown: ShutdownSignal | None = None,
+        security: dict[str, ListenerSecurity] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.security = security or {}
         self.endpoints = endpoints
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[KafkaConnection] = set()
@@ -282,13 +441,19 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         for ep in self.endpoints:
             host = ep.host or "0.0.0.0"
+            security = self.security.get(ep.name)
             srv = await loop.create_server(
-                lambda name=ep.name: KafkaConnection(self, name), host, ep.port, reuse_address=True
+                lambda name=ep.name: KafkaConnection(self, name),
+                host,
+                ep.port,
+                reuse_address=True,
+                ssl=security.ssl_context if security is not None else None,
             )
             self._servers.append(srv)
             sock = srv.sockets[0].getsockname()
             self.bound[ep.name] = (host, sock[1])
-            log.info("listening", listener=ep.name, host=host, port=sock[1])
+            protocol = security.protocol if security is not None else "PLAINTEXT"
+            log.info("listening", listener=ep.name, host=host, port=sock[1], security_protocol=protocol)
 
     def flush_soon(self, conn: KafkaConnection) -> None:
         """Write ``conn``'s ready answers in the next write pass: at the end of the code that

@@ -2,7 +2,10 @@
 // Java client, since the connector jar cannot be installed here. One JVM run, every check exact;
 // the first failure throws (non-zero exit). The last line printed is "PROBE OK" on success.
 //
-//   java -cp "$(tests/java/client-jars.sh 4.3.0)" tests/java/SparkConnectorProbe.java HOST:PORT PREFIX
+//   java -cp "$(tests/java/client-jars.sh 4.3.0)" tests/java/SparkConnectorProbe.java HOST:PORT PREFIX [k=v ...]
+//
+// k=v arguments are client settings every client gets, as Spark passes its kafka.* options to
+// the driver's, the executors' and the sink's clients (security.protocol=SASL_SSL, ...).
 //
 // Written to compile against kafka-clients 3.9 (what Spark 4.0's connector is built on) and 4.3.
 //
@@ -79,6 +82,7 @@ public class SparkConnectorProbe {
     static final long LATEST = -1L, EARLIEST = -2L; // KafkaOffsetRangeLimit
 
     static String bootstrap;
+    static final Properties clientOptions = new Properties();  // the kafka.* options of the query
     static final String uniqueGroupId = "spark-kafka-source-" + UUID.randomUUID() + "-" + "/ckpt".hashCode();
     static int checks = 0;
 
@@ -123,6 +127,10 @@ public class SparkConnectorProbe {
         bootstrap = args[0];
         String prefix = args[1];
         boolean expectGroupExpiry = args.length > 2 && args[2].equals("expect-group-expiry");
+        for (int i = 2; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq > 0) clientOptions.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
         String batchTopic = prefix + "-batch";
         String streamTopic = prefix + "-stream";
         long start = System.currentTimeMillis();
@@ -161,6 +169,7 @@ public class SparkConnectorProbe {
     static Properties driverParams() {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(clientOptions);
         p.put("request.timeout.ms", "20000");
         p.put("default.api.timeout.ms", "30000");
         return p;
@@ -169,6 +178,7 @@ public class SparkConnectorProbe {
     static Properties executorParams(IsolationLevel iso) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(clientOptions);
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("auto.offset.reset", "none");
@@ -182,6 +192,7 @@ public class SparkConnectorProbe {
     static Properties sinkParams() {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(clientOptions);
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
         // A user's kafka.linger.ms: batches of many records (the client default is 0 on 3.9).
@@ -525,6 +536,7 @@ public class SparkConnectorProbe {
         String group = uniqueGroupId + "-driver-0";
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(clientOptions);
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("auto.offset.reset", "earliest");
