@@ -369,7 +369,8 @@ class CoordinatorShard(Generic[S]):
         entries.extend(pending)
         data = encode_snapshot(self.log.directory.name, end_offset, entries)
         with self._snapshot_lock:
-            if generation != self._snapshot_generation:
+            # A cleaning invalidated it, or a newer one (the one written at close) got there first.
+            if generation != self._snapshot_generation or end_offset <= self.snapshot_offset:
                 return None
             path = store_snapshot(self.log.directory, end_offset, data)
             self.snapshot_offset = end_offset
