@@ -255,13 +255,17 @@ class CoordinatorShard(Generic[S]):
         for base, encoded, w in seen:
             if w.producer is None:
                 lt = latest.latest
-                pending_keys = latest.pending_keys
-                for k, v in encoded:
-                    if v is None and k not in pending_keys:
-                        lt.pop(k, None)
-                    else:
-                        lt[k] = (base, v)
-                    base += 1
+                if latest.pending_keys:  # an open transaction: the general path
+                    for k, v in encoded:
+                        latest.plain(base, k, v)
+                        base += 1
+                else:
+                    for k, v in encoded:
+                        if v is None:
+                            lt.pop(k, None)
+                        else:
+                            lt[k] = (base, v)
+                        base += 1
             else:
                 pid, epoch = w.producer
                 for k, v in encoded:
@@ -342,7 +346,9 @@ class CoordinatorShard(Generic[S]):
                 if feed is None:
                     raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
                 feed(offset, key, value)
-                if value is None and key not in pending_keys:
+                if pending_keys:  # an open transaction: the general path
+                    latest.plain(offset, key, value)
+                elif value is None:
                     lt.pop(key, None)
                 else:
                     lt[key] = (offset, value)
@@ -357,10 +363,12 @@ class CoordinatorShard(Generic[S]):
     def capture(self) -> Capture:
         """What a snapshot of the log up to its end holds, copied cheaply on the event loop (the
         dict copy shares the immutable bytes; entries are built by ``write_snapshot``)."""
-        pending: list[Entry] = []
-        for pid, (epoch, writes) in self.latest.pending.items():
-            pending.extend((o, pid, epoch, k, v) for o, k, v in writes)
-        return self._snapshot_generation, self.log.log_end_offset, dict(self.latest.latest), pending
+        return (
+            self._snapshot_generation,
+            self.log.log_end_offset,
+            dict(self.latest.latest),
+            self.latest.pending_entries(),
+        )
 
     def write_snapshot(self, capture: Capture) -> Path | None:
         """Write the captured snapshot (any thread); None if a cleaning invalidated it meanwhile."""

@@ -58,26 +58,31 @@ class Snapshot:
 class LatestRecords:
     """The latest record of every key of one coordinator log, as raw bytes with their offsets.
 
-    A plain tombstone drops its key (replaying nothing for a key equals replaying its deletion),
-    except while a transaction has a pending write of the key: full replay applies the
-    tombstone to that write (an offset commit's tombstone discards pending transactional commits
-    of it), so the tombstone stays until the transaction ends. A committed transactional write
-    becomes its key's latest record unless a later record of the key exists, the rule Kafka's
-    coordinators and the cleaner both follow.
+    A plain tombstone drops its key (replaying nothing for a key equals replaying its deletion).
+    While a transaction has a pending write of a key, every plain record of that key after it is
+    kept too (``held``), tombstones included: full replay applies them to the pending write (a
+    plain commit means the pending one cannot win; an offset tombstone discards it), so they stay
+    until the transaction ends. A committed transactional write becomes its key's latest record
+    unless a later record of the key exists, the rule Kafka's coordinators and the cleaner both
+    follow.
     """
 
-    __slots__ = ("latest", "pending", "pending_keys")
+    __slots__ = ("held", "latest", "pending", "pending_keys")
 
     def __init__(self) -> None:
         self.latest: dict[bytes, tuple[int, bytes | None]] = {}
         self.pending: dict[int, tuple[int, list[tuple[int, bytes, bytes | None]]]] = {}
-        self.pending_keys: dict[bytes, int] = {}
+        self.pending_keys: dict[bytes, int] = {}  # key -> pending writes of it, all producers
+        self.held: dict[bytes, list[tuple[int, bytes | None]]] = {}
 
     def __len__(self) -> int:
-        return len(self.latest) + sum(len(w) for _, w in self.pending.values())
+        return len(self.entries())
 
     def plain(self, offset: int, key: bytes, value: bytes | None) -> None:
-        if value is None and key not in self.pending_keys:
+        if key in self.pending_keys:
+            self.latest[key] = (offset, value)
+            self.held.setdefault(key, []).append((offset, value))
+        elif value is None:
             self.latest.pop(key, None)
         else:
             self.latest[key] = (offset, value)
@@ -106,6 +111,7 @@ class LatestRecords:
                 keys[key] = left
             else:
                 del keys[key]
+                self.held.pop(key, None)
             current = latest.get(key)
             if commit and (current is None or current[0] < offset):
                 latest[key] = (offset, value)
@@ -113,17 +119,28 @@ class LatestRecords:
             if current is not None and current[1] is None and key not in keys:
                 del latest[key]  # a tombstone kept only for the transaction
 
+    def pending_entries(self) -> list[Entry]:
+        """The pending writes and the plain records held for them (small: open transactions)."""
+        out: list[Entry] = []
+        for pid, (epoch, writes) in self.pending.items():
+            out.extend((o, pid, epoch, k, v) for o, k, v in writes)
+        latest = self.latest
+        for k, records in self.held.items():
+            last = latest[k][0]
+            out.extend((o, NO_PRODUCER, 0, k, v) for o, v in records if o != last)
+        return out
+
     def entries(self) -> list[Entry]:
         """Every record a snapshot holds, unsorted (sorting is left to the writer's thread)."""
         out: list[Entry] = [(o, NO_PRODUCER, 0, k, v) for k, (o, v) in self.latest.items()]
-        for pid, (epoch, writes) in self.pending.items():
-            out.extend((o, pid, epoch, k, v) for o, k, v in writes)
+        out.extend(self.pending_entries())
         return out
 
     def restore(self, entries: Iterable[Entry]) -> None:
+        """Rebuild from a snapshot's entries, in offset order (as ``decode_snapshot`` gives them)."""
         for offset, pid, epoch, key, value in entries:
             if pid == NO_PRODUCER:
-                self.latest[key] = (offset, value)
+                self.plain(offset, key, value)
             else:
                 self.transactional(offset, pid, epoch, key, value)
 

@@ -161,21 +161,43 @@ def test_a_cleaning_past_the_snapshot_removes_it() -> None:
         m.teardown()
 
 
-def test_latest_records_keeps_a_tombstone_only_while_a_transaction_writes_its_key() -> None:
+def test_records_after_a_pending_write_stay_until_its_transaction_ends() -> None:
+    """Found by the property test: a pending transactional commit, then the offset's tombstone
+    (which discards the pending write in replay), then a plain commit. Keeping only the latest
+    record of the key would lose the tombstone and leave the write pending after a restart."""
+    m = SnapshotReplay()
+    try:
+        m.txn_commit((100, 0), [("g1", "t", 0)], "g2")
+        m.tombstone(("g2", "t", 0))
+        m.plain_commit([("g1", "t", 0)], "g2")
+        m.snapshot()
+        m.snapshot_and_tail_equal_full_replay()
+        assert m.h.state.offsets.pending.snapshot() == {}
+    finally:
+        m.teardown()
+
+
+def test_latest_records_holds_what_follows_a_pending_write_only_while_it_is_pending() -> None:
     latest = LatestRecords()
     latest.plain(0, b"k", b"v0")
     latest.transactional(1, 100, 0, b"k", b"v1")
     latest.plain(2, b"k", None)  # replay drops the pending write on this tombstone
-    assert latest.latest[b"k"] == (2, None)
-    latest.end_transaction(100, commit=True)  # written before the tombstone: it loses
-    assert b"k" not in latest.latest and not latest.pending_keys
-    latest.transactional(3, 100, 0, b"k", b"v3")
-    latest.plain(4, b"k", b"v4")
+    latest.plain(3, b"k", b"v3")
+    assert latest.latest[b"k"] == (3, b"v3")
+    assert sorted(latest.entries()) == [
+        (1, 100, 0, b"k", b"v1"),
+        (2, NO_PRODUCER, 0, b"k", None),
+        (3, NO_PRODUCER, 0, b"k", b"v3"),
+    ]
+    latest.end_transaction(100, commit=True)  # written before the plain commit: it loses
+    assert latest.entries() == [(3, NO_PRODUCER, 0, b"k", b"v3")]
+    latest.transactional(4, 100, 0, b"k", b"v4")
+    latest.plain(5, b"k", None)
     latest.end_transaction(100, commit=True)
-    assert latest.latest[b"k"] == (4, b"v4")
-    latest.transactional(5, 100, 0, b"k", b"v5")
-    latest.end_transaction(100, commit=True)
-    assert latest.latest[b"k"] == (5, b"v5")
+    assert latest.entries() == []  # the tombstone, kept for the transaction, goes with it
     latest.transactional(6, 100, 0, b"k", b"v6")
+    latest.end_transaction(100, commit=True)
+    assert latest.latest[b"k"] == (6, b"v6")
+    latest.transactional(7, 100, 0, b"k", b"v7")
     latest.end_transaction(100, commit=False)
-    assert latest.latest[b"k"] == (5, b"v5")
+    assert latest.entries() == [(6, NO_PRODUCER, 0, b"k", b"v6")]

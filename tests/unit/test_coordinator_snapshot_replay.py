@@ -8,8 +8,8 @@ moving the log start, and restarts that continue on the snapshot-loaded shard. A
 
 - a store loaded from the snapshot and the log after it equals one loaded from the whole log, and
   equals the live store (unless DeleteRecords dropped records the live store still holds);
-- the snapshot-loaded shard's latest-record view equals the live one's, so the next snapshot is
-  the same whichever way the shard started.
+- with no transaction open, the snapshot-loaded shard's latest-record view equals the live one's,
+  so the next snapshot is the same whichever way the shard started.
 """
 
 from __future__ import annotations
@@ -157,7 +157,12 @@ class SnapshotReplay(RuleBasedStateMachine):
         assert snapped.state.snapshot() == full.state.snapshot()
         if not self.front_deleted:
             assert full.state.snapshot() == self.h.state.snapshot()
-            assert sorted(snapped.latest.entries()) == sorted(self.h.shard.latest.entries())
+            if not self.h.shard.latest.pending:
+                # With no transaction open the view is exactly the latest record of each live key.
+                # (With one open, each may hold a different but equivalent set of records around
+                # the pending writes; the restart rule continues on the loaded one, and the next
+                # snapshot's replay is checked against the full replay like this one.)
+                assert sorted(snapped.latest.entries()) == sorted(self.h.shard.latest.entries())
 
 
 TestSnapshotReplay = SnapshotReplay.TestCase
