@@ -145,7 +145,10 @@ class _ShardWriter:
         try:
             self.shard.append_writes(writes, self._now())
             if self.after_append is not None:
-                self.after_append(self.shard)
+                try:
+                    self.after_append(self.shard)
+                except Exception:  # a snapshot is an optimisation: never fail the write for it
+                    log.exception("starting a coordinator snapshot failed")
             if self.flusher.waits_for_disk:
                 self.flusher.when_durable(self.shard.log, batch.settle)
                 return
