@@ -256,13 +256,13 @@ def run(
         finally:
             shutil.rmtree(empty, ignore_errors=True)
         common.log(f"restart: empty log dir, first OffsetFetch after {base['seconds']:.2f} s")
-        # The first start has the log alone (written offline, or without snapshots by an older
-        # kcoord): a full replay. Its clean shutdown writes the snapshots the timed restarts load.
+        # Offline, the first start has the log alone: a full replay. Its clean shutdown writes the
+        # snapshots the timed restarts load (--via-kload: the broker that wrote the log did).
         first = time_start(prepared, group, partition, expect, logdir, "first", in_place=True)
         common.log(
-            f"restart: first start (no snapshot, full replay): first OffsetFetch after "
+            f"restart: first start on the prepared directory: first OffsetFetch after "
             f"{first['seconds']:.2f} s (kcoord replay {first['replay_s']} s, {first['records_from_log']} "
-            f"records from the log)"
+            f"records from the log, {first['records_loaded']} in all)"
         )
         results = []
         for i in range(runs):
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         f"restart with {r['records']:,} offset-commit records ({r['mode']}, {r['segment_mb']:.0f} MB): "
         f"first OffsetFetch after {r['median_s']:.2f} s median of {len(r['runs'])} "
         f"(kcoord replay {r['median_replay_s']} s; empty-dir start {r['empty_start_s']:.2f} s; "
-        f"first start without a snapshot {r['full_replay_start_s']:.2f} s, replay {r['full_replay_s']} s; "
+        f"first start on the prepared dir {r['full_replay_start_s']:.2f} s, replay {r['full_replay_s']} s; "
         f"RSS {r['rss_mb']:.0f} MB; answers {'correct' if r['all_correct'] else 'WRONG'}); "
         f"target <= {TARGET_S} s with 1 M records (issue 15): {verdict}"
     )
