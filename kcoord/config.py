@@ -16,6 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENV_PREFIX = "KCOORD_"
+# Kafka's KRaft authorizer (AclAuthorizer, the ZooKeeper one, went with ZooKeeper in Kafka 4).
+STANDARD_AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",)
 
 
 def kafka_name(field_name: str) -> str:
@@ -206,6 +208,24 @@ class BrokerConfig(BaseModel):
         86400000, description="Keep tombstones this long when compacting."
     )
 
+    # --- authorization (kcoord/metadata/authorizer.py) ----------------------------------------
+    authorizer_class_name: str = Field(
+        "",
+        description=(
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty: no authorizer "
+            "(every request allowed, the ACL APIs answer SECURITY_DISABLED)."
+        ),
+    )
+    super_users: str = Field(
+        "", description="Semicolon-separated principals (User:alice) allowed everything."
+    )
+    allow_everyone_if_no_acl_found: bool = Field(
+        False, description="Allow an operation on a resource that no ACL names at all."
+    )
+    metadata_log_segment_bytes: int = Field(
+        1073741824, description="Segment size of __cluster_metadata (SCRAM credentials and ACLs)."
+    )
+
     @field_validator("group_consumer_migration_policy", mode="before")
     @classmethod
     def _policy_any_case(cls, v: object) -> object:
@@ -219,6 +239,19 @@ class BrokerConfig(BaseModel):
         if not names or any(n not in known for n in names):
             raise ValueError(f"group.consumer.assignors must name some of {', '.join(known)}")
         return ",".join(names)
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _known_authorizer(cls, v: str) -> str:
+        # Kafka's KRaft authorizer is the one kcoord implements; another class would be a
+        # different policy silently replaced by this one.
+        v = v.strip()
+        if v and v not in STANDARD_AUTHORIZERS:
+            raise ValueError(
+                f"authorizer.class.name {v!r} is not available; kcoord implements only "
+                f"{STANDARD_AUTHORIZERS[0]} (or empty: no authorizer)"
+            )
+        return v
 
     @field_validator("http_listeners")
     @classmethod

@@ -1,8 +1,6 @@
-"""The authorized-operations bitfields of Metadata, DescribeCluster, DescribeGroups and
-ShareGroupDescribe (Kafka's AclOperation codes).
-
-kcoord has no authorizer: every operation is allowed, so each resource type reports every
-operation Kafka defines for it.
+"""The operations each resource type reports in the authorized-operations bitfields of Metadata,
+DescribeCluster, DescribeGroups, ConsumerGroupDescribe and ShareGroupDescribe (Kafka's AclOperation
+codes). apis/authorization.py reports those the authorizer allows, or all of them without one.
 """
 
 from __future__ import annotations

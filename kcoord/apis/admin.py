@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from kcoord.apis.authorization import Op, authorized_topics, require_cluster
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import Partition, Topic
@@ -71,12 +72,15 @@ def handle_delete_records(services: Services, ctx: RequestContext, req: Any) -> 
             parts.pop(p.partition_index, None)  # the last one named wins, in its place
             parts[p.partition_index] = p.offset
     topics = []
+    deletable = authorized_topics(services, ctx, Op.DELETE, requested)
     for name, parts in requested.items():
         results = []
         for index, offset in parts.items():
             code, low = 0, INVALID_LOW_WATERMARK
             topic, part = _partition(services, name, index)
-            if part is None:
+            if name not in deletable:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif topic is not None and (topic.internal or name in INTERNAL_TOPICS):
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -126,6 +130,7 @@ def _space(path: str) -> tuple[int, int]:
 
 
 def handle_describe_log_dirs(services: Services, ctx: RequestContext, req: Any) -> Any:
+    require_cluster(services, ctx, Op.DESCRIBE)
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
@@ -178,6 +183,7 @@ def _elect(services: Services, name: str, index: int) -> tuple[int, str | None]:
 
 
 def handle_elect_leaders(services: Services, ctx: RequestContext, req: Any) -> Any:
+    require_cluster(services, ctx, Op.ALTER)
     election = req.election_type if ctx.api_version >= 1 else ELECTION_PREFERRED
     if election not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
         return elect_leaders_error_response(
@@ -252,6 +258,7 @@ def _reassign(services: Services, name: str, index: int, replicas: list[int] | N
 
 
 def handle_alter_partition_reassignments(services: Services, ctx: RequestContext, req: Any) -> Any:
+    require_cluster(services, ctx, Op.ALTER)
     responses = []
     for t in req.topics:
         parts = []
@@ -289,6 +296,7 @@ _LPResp = response_class(ApiKey.ListPartitionReassignments)
 
 
 def handle_list_partition_reassignments(services: Services, ctx: RequestContext, req: Any) -> Any:
+    require_cluster(services, ctx, Op.DESCRIBE)
     # One broker: no partition is ever being reassigned, whichever topics were named.
     return _LPResp(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcoord.apis.acl_operations import CLUSTER_OPERATIONS
+from kcoord.apis.authorization import CLUSTER, Op, authorized_operations, cluster_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
+from kcoord.metadata.acls import CLUSTER_NAME
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -44,8 +45,17 @@ def handle_describe_cluster(services: Services, ctx: RequestContext, req: Any) -
                 broker_id=services.cluster.node_id, host=ep.host, port=ep.port, rack=None, is_fenced=False
             )
         ],
-        authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None,
+        authorized_operations=_cluster_operations(services, ctx)
+        if req.include_cluster_authorized_operations
+        else None,
     )
+
+
+def _cluster_operations(services: Services, ctx: RequestContext) -> set[int]:
+    """Kafka's DescribeCluster: the principal's operations on the cluster, none without Describe."""
+    if not cluster_authorized(services, ctx, Op.DESCRIBE):
+        return set()
+    return authorized_operations(services, ctx, CLUSTER, CLUSTER_NAME)
 
 
 def describe_cluster_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.apis.authorization import Op, config_resource_error, require_cluster
 from kcoord.apis.config_sources import (
     CONFIG_SOURCE_DEFAULT,
     CONFIG_SOURCE_GROUP,
@@ -83,6 +84,12 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        denied = config_resource_error(
+            services, ctx, Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name
+        )
+        if denied:
+            results.append(_error(res, denied, None))
+            continue
         if res.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(services, res, keys, req, v))
         elif res.resource_type == RESOURCE_BROKER:
@@ -343,6 +350,11 @@ def handle_incremental_alter(services: Services, ctx: RequestContext, req: Any) 
     writes: list[tuple[str, Operation[GroupStore]]] = []
     for res in req.resources:
         try:
+            denied = config_resource_error(
+                services, ctx, Op.ALTER_CONFIGS, res.resource_type, res.resource_name
+            )
+            if denied:
+                raise KafkaError(denied)
             if res.resource_type == RESOURCE_GROUP:
                 op = _alter_group(services, res, req.validate_only)
                 if op is not None:
@@ -460,6 +472,11 @@ def handle_alter(services: Services, ctx: RequestContext, req: Any) -> Any:
         try:
             if seen[(res.resource_type, res.resource_name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            denied = config_resource_error(
+                services, ctx, Op.ALTER_CONFIGS, res.resource_type, res.resource_name
+            )
+            if denied:
+                raise KafkaError(denied)
             op = _legacy_alter(services, res, req.validate_only)
             if op is not None:
                 writes.append((res.resource_name, op))
@@ -507,6 +524,7 @@ _LResource = _LResp.ConfigResource
 
 def handle_list_resources(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
+    require_cluster(services, ctx, Op.DESCRIBE_CONFIGS)
     # ListConfigResourcesRequest.supportedResourceTypes: v0 was ListClientMetricsResources.
     supported = (
         (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS, RESOURCE_BROKER_LOGGER, RESOURCE_BROKER, RESOURCE_TOPIC)

@@ -30,7 +30,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
+from kcoord.apis.acl_operations import bitfield
+from kcoord.apis.authorization import (
+    GROUP,
+    Op,
+    authorized_operations,
+    authorized_topics,
+    group_authorized,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
@@ -119,6 +127,15 @@ def heartbeat_response(result: HeartbeatResult) -> ConsumerGroupHeartbeatAnswer:
 
 def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
+    # Kafka's KafkaApis: Read on the group, then Describe on every subscribed topic name.
+    require(services, ctx, Op.READ, GROUP, req.group_id or "")
+    names = req.subscribed_topic_names or []
+    hidden = set(names) - authorized_topics(services, ctx, Op.DESCRIBE, names)
+    if hidden:
+        return _hb_error(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "The group member is not authorized to describe topics: " + ", ".join(sorted(hidden)),
+        )
     config = services.groups.state_for(req.group_id or "").kind(ConsumerGroups).config
     invalid = heartbeat_request_error(req, v, config.assignors)
     if invalid is not None:
@@ -202,9 +219,16 @@ def described_error(gid: str, code: int, message: str | None) -> Any:
 
 
 def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
-    ops = bitfield(GROUP_OPERATIONS) if req.include_authorized_operations else -(2**31)
     groups = []
     for gid in req.group_ids:
+        if not group_authorized(services, ctx, Op.DESCRIBE, gid):
+            groups.append(described_error(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        ops = (
+            bitfield(authorized_operations(services, ctx, GROUP, gid))
+            if req.include_authorized_operations
+            else -(2**31)
+        )
         store = services.groups.state_for(gid)
         kind = store.kind(ConsumerGroups)
         group = kind.get(gid)
@@ -226,7 +250,11 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
                 authorized_operations=ops,
             )
         )
-    return _DResp(throttle_time_ms=0, groups=groups)
+    # Kafka answers the groups it may not describe first, then the ones the coordinator described.
+    denied = [g.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups]
+    ordered = [g for g, d in zip(groups, denied, strict=True) if d]
+    ordered += [g for g, d in zip(groups, denied, strict=True) if not d]
+    return _DResp(throttle_time_ms=0, groups=ordered)
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

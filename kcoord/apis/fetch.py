@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.apis.authorization import Op, authorized_topics
 from kcoord.apis.context import RequestContext
 from kcoord.apis.long_poll import LongPoll
 from kcoord.apis.reply import Reply
@@ -121,14 +122,31 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     isolation = req.isolation_level
     max_bytes = req.max_bytes if v >= 3 else _INT32_MAX
-    reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes, v)
+    denied = _unreadable(services, ctx, plan, uses_ids)
+    reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes, v, denied)
 
     def finish(rs):
         return _respond(services, plan, rs, session, create_session, uses_ids, isolation)
 
     if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
         return finish(reads)
-    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, v, finish)
+    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, v, finish, denied)
+
+
+def _unreadable(services: Services, ctx: RequestContext, plan: list, uses_ids: bool) -> frozenset[Any]:
+    """The partitions of the plan in topics the principal may not read (Kafka's Fetch answers
+    them TOPIC_AUTHORIZATION_FAILED; an unknown topic id stays UNKNOWN_TOPIC_ID)."""
+    if services.authorizer is None:
+        return frozenset()
+    pm = services.partitions
+    names: dict[Any, str | None] = {}
+    for key, *_ in plan:
+        topic_key = key[0]
+        if topic_key not in names:
+            topic = pm.get_by_id(topic_key) if uses_ids else None
+            names[topic_key] = topic.name if topic is not None else None if uses_ids else topic_key
+    readable = authorized_topics(services, ctx, Op.READ, {n for n in names.values() if n is not None})
+    return frozenset(key for key, *_ in plan if (name := names[key[0]]) is not None and name not in readable)
 
 
 def _long_poll(
@@ -140,6 +158,7 @@ def _long_poll(
     max_bytes: int,
     version: int,
     finish: Callable[[list[_Read]], Any],
+    denied: frozenset[Any] = frozenset(),
 ) -> Reply:
     """Below MinBytes: read again whenever a requested partition's high watermark moves, until
     there is enough, MaxWaitMs is up or the broker stops."""
@@ -152,7 +171,9 @@ def _long_poll(
 
     def look() -> None:
         try:
-            reads, total, any_error = _read_all(services, plan, uses_ids, isolation, max_bytes, version)
+            reads, total, any_error = _read_all(
+                services, plan, uses_ids, isolation, max_bytes, version, denied
+            )
             if total >= req.min_bytes or any_error or poll.over:
                 reply.resolve(finish(reads))
                 return
@@ -176,7 +197,13 @@ def _resolve(services: Services, key: PartitionKey, uses_ids: bool) -> tuple[int
 
 
 def _read_all(
-    services: Services, plan: list, uses_ids: bool, isolation: int, max_bytes: int, version: int
+    services: Services,
+    plan: list,
+    uses_ids: bool,
+    isolation: int,
+    max_bytes: int,
+    version: int,
+    denied: frozenset[Any] = frozenset(),
 ) -> tuple[list[_Read], int, bool]:
     reads = []
     remaining = max_bytes
@@ -184,6 +211,10 @@ def _read_all(
     total = 0
     any_error = False
     for key, offset, part_max, leader_epoch in plan:
+        if key in denied:
+            reads.append(_Read(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            any_error = True
+            continue
         error, part = _resolve(services, key, uses_ids)
         if part is None:
             reads.append(_Read(error))

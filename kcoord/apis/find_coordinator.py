@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.authorization import DENIED, GROUP, TRANSACTIONAL_ID, Op, authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
@@ -27,6 +28,31 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, req: Any) -
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
     if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         error, message, node, host, port = 0, None, services.cluster.node_id, ep.host, ep.port
+        # Kafka's FindCoordinator: Describe on the group or the transactional id, per key.
+        resource = GROUP if key_type == KEY_TYPE_GROUP else TRANSACTIONAL_ID
+        if v < 4 and not authorized(services, ctx, Op.DESCRIBE, resource, req.key):
+            return find_coordinator_error_response(req, v, DENIED[resource], None)
+        if v >= 4:
+            denied = [
+                k for k in req.coordinator_keys if not authorized(services, ctx, Op.DESCRIBE, resource, k)
+            ]
+            if denied:
+                return _FResp(
+                    throttle_time_ms=0,
+                    coordinators=[
+                        _FResp.Coordinator(key=k, node_id=node, host=host, port=port, error_code=0)
+                        if k not in denied
+                        else _FResp.Coordinator(
+                            key=k,
+                            node_id=-1,
+                            host="",
+                            port=-1,
+                            error_code=DENIED[resource],
+                            error_message=None,
+                        )
+                        for k in req.coordinator_keys
+                    ],
+                )
     else:
         error, message, node, host, port = (
             ErrorCode.INVALID_REQUEST,

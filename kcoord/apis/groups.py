@@ -31,7 +31,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.apis.acl_operations import GROUP_OPERATIONS
+from kcoord.apis.authorization import (
+    GROUP,
+    Op,
+    authorized_operations,
+    cluster_authorized,
+    group_authorized,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
@@ -86,6 +93,8 @@ def _join_response(r: JoinResult, version: int) -> Any:
 
 def handle_join(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
+    # Kafka authorizes before the coordinator validates the group id.
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
         return _join_response(JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id or ""), v)
     if _not_classic(services, req.group_id):
@@ -170,6 +179,8 @@ def _sync_response(r: SyncResult) -> Any:
 
 def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
+    # Kafka authorizes before the coordinator validates the group id.
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
         return _sync_response(SyncResult(ErrorCode.INVALID_GROUP_ID))
     if _not_classic(services, req.group_id):
@@ -266,6 +277,8 @@ _HResp = response_class(ApiKey.Heartbeat)
 
 def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
+    # Kafka authorizes before the coordinator validates the group id.
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
         return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     if _not_classic(services, req.group_id):
@@ -312,6 +325,8 @@ def handle_leave(services: Services, ctx: RequestContext, req: Any) -> Any:
         identities = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         identities = [(req.member_id, None)]
+    # Kafka authorizes before the coordinator validates the group id.
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
         return leave_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
     if _not_classic(services, req.group_id):
@@ -365,11 +380,11 @@ _DMember = _Described.DescribedGroupMember
 
 
 def describe_group(
-    group: ClassicGroup | None, group_id: str, version: int, include_ops: bool, other_type: bool = False
+    group: ClassicGroup | None, group_id: str, version: int, ops: set[int] | None, other_type: bool = False
 ) -> Any:
     """Kafka 4.3: a group that is not a classic group (``other_type``) is Dead before v6, and
-    GROUP_ID_NOT_FOUND "is not a classic group" from v6."""
-    ops = GROUP_OPERATIONS if include_ops else None
+    GROUP_ID_NOT_FOUND "is not a classic group" from v6. ``ops``: the authorized operations, when
+    asked for."""
     if group is None or group.is_in(GroupState.DEAD):
         what = "is not a classic group" if other_type else "not found"
         return _Described(
@@ -409,38 +424,38 @@ def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     include_ops = v >= 3 and req.include_authorized_operations
     gc = services.groups
-    return _DResp(
-        throttle_time_ms=0,
-        groups=[
+    groups = []
+    for gid in req.groups:
+        if not group_authorized(services, ctx, Op.DESCRIBE, gid):
+            groups.append(_describe_error(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        groups.append(
             describe_group(
                 gc.state_for(gid).kind(ClassicGroups).get(gid),
                 gid,
                 v,
-                include_ops,
+                authorized_operations(services, ctx, GROUP, gid) if include_ops else None,
                 gc.state_for(gid).held_by_another_type(gid, CLASSIC),
             )
-            for gid in req.groups
-        ],
+        )
+    return _DResp(throttle_time_ms=0, groups=groups)
+
+
+def _describe_error(gid: str, code: int, message: str | None) -> Any:
+    return _Described(
+        error_code=code,
+        error_message=message,
+        group_id=gid,
+        group_state="",
+        protocol_type="",
+        protocol_data="",
+        members=[],
+        authorized_operations=None,
     )
 
 
 def describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _DResp(
-        throttle_time_ms=0,
-        groups=[
-            _Described(
-                error_code=code,
-                error_message=message,
-                group_id=gid,
-                group_state="",
-                protocol_type="",
-                protocol_data="",
-                members=[],
-                authorized_operations=None,
-            )
-            for gid in req.groups
-        ],
-    )
+    return _DResp(throttle_time_ms=0, groups=[_describe_error(gid, code, message) for gid in req.groups])
 
 
 # --- ListGroups --------------------------------------------------------------------------------
@@ -489,6 +504,10 @@ def handle_list(services: Services, ctx: RequestContext, req: Any) -> Any:
                 group_id=sg.group_id, protocol_type="share", group_state=sg.state, group_type="share"
             )
         )
+    if not cluster_authorized(services, ctx, Op.DESCRIBE):
+        # Kafka's ListGroups: Describe on the cluster lists every group, else those the
+        # principal may describe.
+        listed = [g for g in listed if group_authorized(services, ctx, Op.DESCRIBE, g.group_id)]
     return _LGResp(throttle_time_ms=0, error_code=0, groups=listed)
 
 
@@ -518,6 +537,9 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
         # still deletes "" "for backwards compatibility"; kcoord follows its own spec here.)
         if not gid:
             respond(ErrorCode.INVALID_GROUP_ID)
+            continue
+        if not group_authorized(services, ctx, Op.DELETE, gid):
+            respond(ErrorCode.GROUP_AUTHORIZATION_FAILED)
             continue
         services.groups.tell(
             gid, lambda store, now, gid=gid, respond=respond: _delete_group(store, gid, now, respond)

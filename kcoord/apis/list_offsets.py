@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from kcoord.apis.authorization import Op, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
@@ -56,8 +57,12 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         topic = pm.get(t.name)
+        describable = topic_authorized(services, ctx, Op.DESCRIBE, t.name)
         parts = []
         for p in t.partitions:
+            if not describable:
+                parts.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -163,12 +168,15 @@ def handle_leader_epoch(services: Services, ctx: RequestContext, req: Any) -> An
     topics = []
     for t in req.topics:
         topic = pm.get(t.topic)
+        describable = topic_authorized(services, ctx, Op.DESCRIBE, t.topic)
         parts = []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition < len(topic.partitions):
+            if not describable or topic is None or not 0 <= p.partition < len(topic.partitions):
                 parts.append(
                     _EPart(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        if describable
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         partition=p.partition,
                         leader_epoch=-1,
                         end_offset=-1,

@@ -10,7 +10,11 @@ Behaviour / version notes:
   INVALID_TOPIC_EXCEPTION; v10+ entries with a non-zero topic id are looked up by id (the name
   is ignored, as in Kafka), unknown ids answer UNKNOWN_TOPIC_ID;
 - internal topics (``__consumer_offsets``) are flagged IsInternal;
-- authorized operations: there is no authorizer, so every operation is allowed (v8+);
+- with an authorizer (apis/authorization.py), as Kafka's handleTopicMetadataRequest: listing
+  every topic lists those the principal may describe; a named topic it may not describe is
+  TOPIC_AUTHORIZATION_FAILED (whether it exists or not); auto-creation needs Create on the
+  cluster or the topic, else TOPIC_AUTHORIZATION_FAILED; the authorized operations (v8+) are
+  the principal's (the cluster's only with Describe on it, else none);
 - DescribeTopicPartitions pages by ResponsePartitionLimit with a cursor, as the Java admin
   client expects; an empty topic list describes every topic.
 """
@@ -20,10 +24,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcoord.apis.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, bitfield
+from kcoord.apis.acl_operations import bitfield
+from kcoord.apis.authorization import (
+    CLUSTER,
+    TOPIC,
+    Op,
+    authorized_operations,
+    authorized_topics,
+    cluster_authorized,
+    topic_authorized,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import Topic, validate_topic_name
+from kcoord.metadata import CLUSTER_METADATA_TOPIC
+from kcoord.metadata.acls import CLUSTER_NAME
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -46,7 +61,8 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     topics_out = []
     include_ops = v >= 8 and req.include_topic_authorized_operations
 
-    if req.topics is None or (v == 0 and not req.topics):
+    all_topics = req.topics is None or (v == 0 and not req.topics)
+    if all_topics:
         wanted = [(t.name, None) for t in pm.topics.values()]
     else:
         wanted = [(t.name, t.topic_id if v >= 10 else None) for t in req.topics]
@@ -68,9 +84,22 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                     _Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[])
                 )
                 continue
+            if not topic_authorized(services, ctx, Op.DESCRIBE, topic.name):
+                topics_out.append(_denied(None, topic_id, False))
+                continue
         else:
+            if not topic_authorized(services, ctx, Op.DESCRIBE, name):
+                if not all_topics:
+                    topics_out.append(_denied(name, ZERO_UUID, False))
+                continue
             topic = pm.get(name)
             if topic is None:
+                if allow_auto and not (
+                    cluster_authorized(services, ctx, Op.CREATE)
+                    or topic_authorized(services, ctx, Op.CREATE, name)
+                ):
+                    topics_out.append(_denied(name, ZERO_UUID, False))
+                    continue
                 topic_or_error = _auto_create(services, name, allow_auto)
                 if isinstance(topic_or_error, int):
                     topics_out.append(
@@ -78,7 +107,8 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                     )
                     continue
                 topic = topic_or_error
-        topics_out.append(describe_topic(topic, node, include_ops))
+        ops = authorized_operations(services, ctx, TOPIC, topic.name) if include_ops else None
+        topics_out.append(describe_topic(topic, node, ops))
 
     resp = _Resp(
         throttle_time_ms=0,
@@ -89,8 +119,23 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
         error_code=0,
     )
     if 8 <= v <= 10:
-        resp.authorized_operations = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else None
+        if not req.include_cluster_authorized_operations:
+            resp.authorized_operations = None
+        elif cluster_authorized(services, ctx, Op.DESCRIBE):
+            resp.authorized_operations = authorized_operations(services, ctx, CLUSTER, CLUSTER_NAME)
+        else:
+            resp.authorized_operations = set()
     return resp
+
+
+def _denied(name: str | None, topic_id: uuid.UUID, internal: bool) -> Any:
+    return _Topic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        name=name,
+        topic_id=topic_id,
+        is_internal=internal,
+        partitions=[],
+    )
 
 
 def _auto_create(services: Services, name: str, allow: bool) -> Topic | int:
@@ -98,7 +143,7 @@ def _auto_create(services: Services, name: str, allow: bool) -> Topic | int:
         validate_topic_name(name)
     except KafkaError as e:
         return e.code
-    if not allow:
+    if not allow or name == CLUSTER_METADATA_TOPIC:  # never a topic: the security metadata's log
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
         return services.partitions.create_topic(name, services.config.num_partitions, {})
@@ -108,7 +153,7 @@ def _auto_create(services: Services, name: str, allow: bool) -> Topic | int:
         return e.code
 
 
-def describe_topic(topic: Topic, node: int, include_ops: bool) -> Any:
+def describe_topic(topic: Topic, node: int, ops: set[int] | None) -> Any:
     return _Topic(
         error_code=0,
         name=topic.name,
@@ -126,7 +171,7 @@ def describe_topic(topic: Topic, node: int, include_ops: bool) -> Any:
             )
             for p in topic.partitions
         ],
-        authorized_operations=TOPIC_OPERATIONS if include_ops else None,
+        authorized_operations=ops,
     )
 
 
@@ -142,6 +187,8 @@ def handle_describe_topic_partitions(services: Services, ctx: RequestContext, re
     node = services.cluster.node_id
     limit = max(1, req.response_partition_limit)
     names = sorted({t.name for t in req.topics}) if req.topics else sorted(pm.topics)
+    if not req.topics:  # every topic: those the principal may describe
+        names = sorted(authorized_topics(services, ctx, Op.DESCRIBE, names))
     cursor = req.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -149,6 +196,16 @@ def handle_describe_topic_partitions(services: Services, ctx: RequestContext, re
     remaining = limit
     next_cursor = None
     for name in names:
+        if not topic_authorized(services, ctx, Op.DESCRIBE, name):
+            out.append(
+                _DTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    name=name,
+                    topic_id=ZERO_UUID,
+                    partitions=[],
+                )
+            )
+            continue
         topic = pm.get(name)
         if topic is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -185,7 +242,7 @@ def handle_describe_topic_partitions(services: Services, ctx: RequestContext, re
                     )
                     for p in taken
                 ],
-                topic_authorized_operations=bitfield(TOPIC_OPERATIONS),
+                topic_authorized_operations=bitfield(authorized_operations(services, ctx, TOPIC, name)),
             )
         )
         if len(taken) < len(parts):

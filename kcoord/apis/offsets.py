@@ -34,6 +34,15 @@ from typing import Any
 
 import structlog
 
+from kcoord.apis.authorization import (
+    GROUP,
+    TRANSACTIONAL_ID,
+    Op,
+    authorized_topics,
+    group_authorized,
+    require,
+    topic_authorized,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
@@ -81,6 +90,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not _may_hold_offsets(services, req.group_id):
         return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     if req.group_id == "":
@@ -98,7 +108,10 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         for p in t.partitions:
             entry = [p.partition_index, 0]
             parts.append(entry)
-            if topic is None:
+            name = topic.name if topic is not None else t.name if v < 10 else None
+            if name is not None and not topic_authorized(services, ctx, Op.READ, name):
+                entry[1] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None:
                 entry[1] = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not 0 <= p.partition_index < len(topic.partitions):
                 entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -199,6 +212,8 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     """
     v = ctx.api_version
     gid, tid = req.group_id, req.transactional_id
+    require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, tid)
+    require(services, ctx, Op.READ, GROUP, gid)
     results: list[tuple[str, list[list[int]]]] = []
     slots: list[list[int]] = []
     commits: list[tuple[str, int, int, int, str]] = []
@@ -211,7 +226,9 @@ def handle_txn_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         for p in t.partitions:
             entry = [p.partition_index, 0]
             parts.append(entry)
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if not topic_authorized(services, ctx, Op.READ, t.name):
+                entry[1] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata is not None and _java_length(p.committed_metadata) > max_meta:
                 entry[1] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -339,11 +356,26 @@ def _fetch_group(
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return
+    if not group_authorized(services, ctx, Op.DESCRIBE, group_id):
+        respond((ErrorCode.GROUP_AUTHORIZATION_FAILED, []))
+        return
     if not _may_hold_offsets(services, group_id):
         respond((ErrorCode.GROUP_ID_NOT_FOUND, []))
         return
     if group_id == "":
         _warn_empty_group(ctx, "OffsetFetch")
+    # Kafka's OffsetFetch: topics named in the request that the principal may not describe are
+    # answered TOPIC_AUTHORIZATION_FAILED; with all topics asked for, they are left out.
+    named = None if wanted.topics is None else {t for t, _parts in wanted.topics}
+    allowed = None if named is None else authorized_topics(services, ctx, Op.DESCRIBE, named)
+
+    def authorized_only(
+        data: list[tuple[str, list[tuple[int, Any]]]],
+    ) -> list[tuple[str, list[tuple[int, Any]]]]:
+        if allowed is None:
+            keep = authorized_topics(services, ctx, Op.DESCRIBE, [t for t, _parts in data])
+            return [(t, parts) for t, parts in data if t in keep]
+        return [(t, parts if t in allowed else [(p, DENIED) for p, _v in parts]) for t, parts in data]
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
@@ -360,13 +392,14 @@ def _fetch_group(
                 (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
                 for t, parts in data
             ]
-        out.respond(respond, (0, data))
+        out.respond(respond, (0, authorized_only(data)))
         return out
 
     services.groups.tell(group_id, op)
 
 
 UNSTABLE = object()  # a partition whose offset a transaction that has not ended committed
+DENIED = object()  # a partition of a topic the principal may not describe
 
 
 def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
@@ -375,6 +408,8 @@ def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
         if value is None
         else (p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
         if value is UNSTABLE
+        else (p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if value is DENIED
         else (p, value.offset, value.leader_epoch, value.metadata, 0)
         for p, value in parts
     ]
@@ -449,14 +484,18 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     if not req.group_id:
         return delete_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.DELETE, GROUP, req.group_id)
     pm = services.partitions
     unknown: dict[tuple[str, int], int] = {}
     wanted = []
     for t in req.topics:
         topic = pm.get(t.name)
         keep = []
+        readable = topic_authorized(services, ctx, Op.READ, t.name)
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if not readable:
+                unknown[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 unknown[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 keep.append(p.partition_index)

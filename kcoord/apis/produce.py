@@ -30,6 +30,8 @@ Behaviour / version notes:
   INVALID_TXN_STATE, a batch of an older producer epoch INVALID_PRODUCER_EPOCH (Kafka answers
   that, not PRODUCER_FENCED, since 2.7, at every version);
 - control batches (transaction markers) from clients are INVALID_RECORD, as Kafka's LogValidator;
+  so is more than one batch for a partition, and a zstd batch before v7 is
+  UNSUPPORTED_COMPRESSION_TYPE (Kafka's ProduceRequest.validateRecords);
 - a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
   since the client reads no response to it.
 """
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
@@ -77,13 +80,24 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
+    if req.transactional_id is not None and not authorized(
+        services, ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id
+    ):
+        if acks == 0:  # no answer is read: as Kafka, close the connection so the client notices
+            raise CloseConnection("acks=0 produce: TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+        return error_response(req, v, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     verified = _verify_transaction(services, req, v)
     responses = []
     touched = []
     for td in req.topic_data:
         topic = pm.get_by_id(td.topic_id) if v >= 13 else pm.get(td.name)
+        name = topic.name if topic is not None else td.name if v < 13 else None
+        writable = name is None or topic_authorized(services, ctx, Op.WRITE, name)
         parts_out = []
         for pd in td.partition_data:
+            if not writable:
+                parts_out.append(_partition_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts_out.append(_partition_error(pd.index, code))
@@ -106,7 +120,7 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                 continue
             try:
                 base_offset, append_time, appended = append_records(
-                    services, part, pd.records, now, req.transactional_id
+                    services, part, pd.records, now, req.transactional_id, v
                 )
             except KafkaError as e:
                 failed = _partition_error(pd.index, e.code, e.message)
@@ -197,7 +211,12 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
 
 
 def append_records(
-    services: Services, part: Partition, raw: bytes | None, now: int, transactional_id: str | None = None
+    services: Services,
+    part: Partition,
+    raw: bytes | None,
+    now: int,
+    transactional_id: str | None,
+    version: int,
 ) -> tuple[int, int, bool]:
     """Validate and append one partition's records: (base offset, log append time, appended)."""
     if not raw:
@@ -221,6 +240,18 @@ def append_records(
     except InvalidBatch as e:
         code = ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD
         raise KafkaError(code, str(e)) from e
+    # Kafka's ProduceRequest.validateRecords, for every version kcoord serves (v3+).
+    if len(headers) > 1:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly one record "
+            "batch per partition",
+        )
+    if version < 7 and headers and headers[0].compression == compression.CODECS["zstd"]:
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {version} are not allowed to use ZStandard compression",
+        )
     for h in headers:
         if h.is_transactional and transactional_id is None:
             # Kafka refuses the whole request (its authorizer has no transactional id to check).

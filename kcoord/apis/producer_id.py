@@ -19,6 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.authorization import (
+    TRANSACTIONAL_ID,
+    Op,
+    any_topic_authorized,
+    cluster_authorized,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
@@ -35,6 +42,15 @@ def _error(code: int) -> Any:
 
 def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     tid = req.transactional_id
+    if tid is not None:
+        require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, tid)
+    elif not (
+        cluster_authorized(services, ctx, Op.IDEMPOTENT_WRITE)
+        or any_topic_authorized(services, ctx, Op.WRITE)
+    ):
+        # Kafka's InitProducerId for an idempotent producer: IdempotentWrite on the cluster, or
+        # Write on some topic.
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if tid is None:
         return _Resp(
             throttle_time_ms=0, error_code=0, producer_id=services.producer_ids.next_id(), producer_epoch=0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcoord.apis.authorization import Op, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.dataplane.partitions import validate_topic_name
@@ -44,6 +45,8 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
             validate_topic_name(t.name)
         except KafkaError as e:
             error = (e.code, e.message)
+        if error is None and not topic_authorized(services, ctx, Op.READ, t.name):
+            error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         topic = pm.get(t.name) if error is None else None
         if error is None and topic is None:
             error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC)

@@ -19,6 +19,8 @@ from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.groups.store import GroupStore
+from kcoord.metadata.authorizer import StandardAuthorizer
+from kcoord.metadata.store import MetadataStore
 from kcoord.metrics import Metrics
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.coordinator import ShareCoordinator
@@ -52,6 +54,8 @@ class Services:
     groups: CoordinatorRuntime[GroupStore]  # the group coordinator (classic and share groups)
     transactions: CoordinatorRuntime[TransactionStore]  # the transaction coordinator
     share: ShareCoordinator  # share groups' record delivery, sessions and long polls
+    metadata: CoordinatorRuntime[MetadataStore]  # SCRAM credentials and ACLs (__cluster_metadata)
+    authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
     metrics: Metrics
     shutdown: Shutdown  # long polls answer at once when the broker stops
     api_versions: Callable[[], Any]  # a fresh ApiVersions response listing the served versions

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.apis.authorization import GROUP, Op, authorized_topics, require
 from kcoord.apis.context import RequestContext
 from kcoord.apis.long_poll import LongPoll
 from kcoord.apis.reply import Reply, reply_with
@@ -121,6 +122,7 @@ def _top_error(resp_cls: Any, code: int, message: str | None) -> Any:
 def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
+    require(services, ctx, Op.READ, GROUP, gid or "")
     if not gid or not mid:
         return _top_error(_FResp, ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
     acks = _acks_of(req)
@@ -134,6 +136,12 @@ def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any
     session = share.sessions.for_fetch((gid, mid), epoch, ctx.conn, requested, forgotten, bool(acks))
     final = epoch == FINAL_EPOCH
     keys = [] if final or renew else list(session.partitions)
+    # Partitions of topics the principal may not read: TOPIC_AUTHORIZATION_FAILED, nothing
+    # acquired or acknowledged there (Kafka's ShareFetch).
+    denied = _unreadable(services, ctx, list(dict.fromkeys(list(acks) + keys)))
+    if denied:
+        keys = [k for k in keys if k not in denied]
+        acks = {k: a for k, a in acks.items() if k not in denied}
     if renew and not _renew_allowed(services, gid):
         results = {k: PartitionResult(ack_error=ErrorCode.INVALID_RECORD_STATE) for k in acks}
         return _fetch_response(services, v, gid, results, list(acks))
@@ -177,13 +185,17 @@ def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any
 
     reply = Reply()
     poll = LongPoll(req.max_wait_ms, services.shutdown)
-    results: dict[PartitionKey, PartitionResult] = {}
+    results: dict[PartitionKey, PartitionResult] = {
+        k: PartitionResult(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for k in denied
+    }
 
     def answer() -> None:
         if epoch == INITIAL_EPOCH:
-            shown = keys
+            shown = keys + [k for k in denied if k not in keys]
         else:
-            shown = [k for k in dict.fromkeys(list(acks) + keys) if k in results and results[k].has_news()]
+            shown = [
+                k for k in dict.fromkeys([*acks, *keys, *denied]) if k in results and results[k].has_news()
+            ]
         reply.resolve(_fetch_response(services, v, gid, results, shown))
 
     def acquired(outcome: Any) -> None:
@@ -217,9 +229,12 @@ def share_fetch_error_response(req: Any, version: int, code: int, message: str |
 def handle_share_acknowledge(services: Services, ctx: RequestContext, req: Any) -> Any:
     v = ctx.api_version
     gid, mid, epoch = req.group_id, req.member_id, req.share_session_epoch
+    require(services, ctx, Op.READ, GROUP, gid or "")
     if not gid or not mid:
         return _ack_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
     acks = _acks_of(req)
+    denied = _unreadable(services, ctx, list(acks))
+    acks = {k: a for k, a in acks.items() if k not in denied}
     renew = v >= 2 and req.is_renew_ack
     _check_renew(acks, renew)
     share = services.share
@@ -245,11 +260,26 @@ def handle_share_acknowledge(services: Services, ctx: RequestContext, req: Any) 
                 for sp in group.partitions.values():
                     out.records.extend(sp.release_member(mid, now))
             share.wake(gid)
+        for k in denied:
+            results[k] = PartitionResult(ack_error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         out.respond(respond, results)
         return out
 
     services.groups.tell(gid, op)
     return reply
+
+
+def _unreadable(services: Services, ctx: RequestContext, keys: list[PartitionKey]) -> set[PartitionKey]:
+    """The partitions among ``keys`` whose topic (by id) the principal may not read."""
+    if services.authorizer is None or not keys:
+        return set()
+    names = {}
+    for topic_id, _p in keys:
+        topic = services.partitions.get_by_id(topic_id)
+        if topic is not None:
+            names[topic_id] = topic.name
+    readable = authorized_topics(services, ctx, Op.READ, set(names.values()))
+    return {k for k in keys if k[0] in names and names[k[0]] not in readable}
 
 
 def _ack_response(

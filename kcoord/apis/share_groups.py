@@ -20,7 +20,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kcoord.apis.acl_operations import GROUP_OPERATIONS, bitfield
+from kcoord.apis.acl_operations import bitfield
+from kcoord.apis.authorization import (
+    GROUP,
+    Op,
+    authorized_operations,
+    authorized_topics,
+    group_authorized,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
@@ -35,7 +43,6 @@ from kcoord.share.partition import SharePartition
 from kcoord.share.store import ShareGroups
 
 ZERO_UUID = uuid.UUID(int=0)
-GROUP_OPERATIONS_INT = bitfield(GROUP_OPERATIONS)
 SHARE = ShareGroups.group_type
 
 _, _HBResp = register_schema_pair("ShareGroupHeartbeat")
@@ -64,6 +71,17 @@ def _hb_error(code: int, message: str | None, member_id: str | None = None) -> A
 
 def handle_share_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     gid, mid, epoch = req.group_id, req.member_id, req.member_epoch
+    # Kafka's KafkaApis: Read on the group, then Describe on every subscribed topic name, before
+    # the coordinator validates the request.
+    require(services, ctx, Op.READ, GROUP, gid or "")
+    names = req.subscribed_topic_names or []
+    hidden = set(names) - authorized_topics(services, ctx, Op.DESCRIBE, names)
+    if hidden:
+        return _hb_error(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "The member is not authorized to describe topics: " + ", ".join(sorted(hidden)),
+            mid,
+        )
     if not gid:
         return _hb_error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     if not mid:
@@ -146,8 +164,27 @@ def handle_share_describe(services: Services, ctx: RequestContext, req: Any) -> 
     pm = services.partitions
     groups = []
     for gid in req.group_ids:
+        if not group_authorized(services, ctx, Op.DESCRIBE, gid):
+            groups.append(
+                _DResp.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    group_id=gid,
+                    group_state="",
+                    group_epoch=0,
+                    assignment_epoch=0,
+                    assignor_name="",
+                    members=[],
+                    authorized_operations=-2147483648,
+                )
+            )
+            continue
         group = services.groups.state_for(gid).kind(ShareGroups).get(gid)
-        ops = GROUP_OPERATIONS_INT if req.include_authorized_operations else -2147483648
+        ops = (
+            bitfield(authorized_operations(services, ctx, GROUP, gid))
+            if req.include_authorized_operations
+            else -2147483648
+        )
         if group is None or group.dead:
             groups.append(
                 _DResp.DescribedGroup(
@@ -199,7 +236,11 @@ def handle_share_describe(services: Services, ctx: RequestContext, req: Any) -> 
                 authorized_operations=ops,
             )
         )
-    return _DResp(throttle_time_ms=0, groups=groups)
+    # Kafka answers the groups it may not describe first, then the ones the coordinator described.
+    denied = [g.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED for g in groups]
+    ordered = [g for g, d in zip(groups, denied, strict=True) if d]
+    ordered += [g for g, d in zip(groups, denied, strict=True) if not d]
+    return _DResp(throttle_time_ms=0, groups=ordered)
 
 
 def share_describe_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -227,6 +268,16 @@ def handle_describe_offsets(services: Services, ctx: RequestContext, req: Any) -
     pm = services.partitions
     out_groups = []
     for g in req.groups:
+        if not group_authorized(services, ctx, Op.DESCRIBE, g.group_id):
+            out_groups.append(
+                _DOResp.DescribeShareGroupOffsetsResponseGroup(
+                    group_id=g.group_id,
+                    topics=[],
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
+            continue
         group = services.groups.state_for(g.group_id).kind(ShareGroups).get(g.group_id)
         if group is None or group.dead:
             out_groups.append(
@@ -246,13 +297,20 @@ def handle_describe_offsets(services: Services, ctx: RequestContext, req: Any) -
                     wanted.setdefault(topic.name, []).append(p)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        # Kafka: named topics the principal may not describe are TOPIC_AUTHORIZATION_FAILED per
+        # partition; with all topics asked for, they are left out.
+        describable = authorized_topics(services, ctx, Op.DESCRIBE, wanted)
+        if g.topics is None:
+            wanted = {n: ps for n, ps in wanted.items() if n in describable}
         topics = []
         for name, parts in wanted.items():
             topic = pm.get(name)
             entries = []
             for p in parts:
                 sp = group.partitions.get((topic.topic_id, p)) if topic is not None else None
-                if topic is None or not 0 <= p < len(topic.partitions):
+                if name not in describable:
+                    entries.append(_offsets_entry(p, -1, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif topic is None or not 0 <= p < len(topic.partitions):
                     entries.append(_offsets_entry(p, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 elif sp is None:
                     entries.append(_offsets_entry(p, -1, -1, 0))
@@ -306,6 +364,8 @@ def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> A
     gid = req.group_id
     if not gid:
         return alter_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.READ, GROUP, gid)
+    readable = authorized_topics(services, ctx, Op.READ, [t.topic_name for t in req.topics])
     if _not_share_group(services, gid):
         return alter_offsets_error_response(
             req, 0, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
@@ -356,6 +416,9 @@ def handle_alter_offsets(services: Services, ctx: RequestContext, req: Any) -> A
             topic = pm.get(t.topic_name)
             parts = []
             for p in t.partitions:
+                if t.topic_name not in readable:
+                    parts.append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                     parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
@@ -390,6 +453,8 @@ def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> 
     gid = req.group_id
     if not gid:
         return delete_offsets_error_response(req, 0, ErrorCode.INVALID_GROUP_ID, None)
+    require(services, ctx, Op.DELETE, GROUP, gid)
+    readable = authorized_topics(services, ctx, Op.READ, [t.topic_name for t in req.topics])
     pm = services.partitions
 
     def build(result: Any) -> Any:
@@ -422,6 +487,16 @@ def handle_delete_offsets(services: Services, ctx: RequestContext, req: Any) -> 
         results = []
         for t in req.topics:
             topic = pm.get(t.topic_name)
+            if t.topic_name not in readable:
+                results.append(
+                    (
+                        t.topic_name,
+                        topic.topic_id if topic else ZERO_UUID,
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        None,
+                    )
+                )
+                continue
             keys = [k for k in group.partitions if topic is not None and k[0] == topic.topic_id]
             if not keys:
                 results.append(

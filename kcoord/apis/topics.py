@@ -21,10 +21,12 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kcoord.apis.authorization import Op, cluster_authorized, topic_authorized
 from kcoord.apis.config_sources import topic_config_source
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.dataplane.topic_config import TOPIC_CONFIGS, effective
+from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 
@@ -40,9 +42,25 @@ def handle_create(services: Services, ctx: RequestContext, req: Any) -> Any:
     cfg = services.config
     counts = Counter(t.name for t in req.topics)
     results = []
+    may_create_any = cluster_authorized(services, ctx, Op.CREATE)
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if t.name == CLUSTER_METADATA_TOPIC:
+            # Its directory is the security metadata's log: a topic of that name would share it.
+            results.append(
+                _create_error(
+                    t.name,
+                    ErrorCode.INVALID_REQUEST,
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+                )
+            )
+            continue
+        if not (may_create_any or topic_authorized(services, ctx, Op.CREATE, t.name)):
+            results.append(
+                _create_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            )
             continue
         try:
             num_partitions, rf = _partitions_and_rf(t, cfg)
@@ -59,7 +77,11 @@ def handle_create(services: Services, ctx: RequestContext, req: Any) -> Any:
             num_partitions=num_partitions,
             replication_factor=rf,
         )
-        if v >= 5:
+        if v >= 5 and not topic_authorized(services, ctx, Op.DESCRIBE_CONFIGS, t.name):
+            # Kafka creates the topic but keeps its configs from who may not describe them.
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.configs = None
+        elif v >= 5:
             result.configs = [
                 _CConfig(
                     name=name,
@@ -141,13 +163,29 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
     else:
         wanted = [(name, None) for name in req.topic_names]
     results = []
+    # Kafka's ControllerApis.deleteTopics: Delete on the cluster deletes any topic; otherwise a
+    # topic named that the principal may not describe is TOPIC_AUTHORIZATION_FAILED (whether it
+    # exists or not), one it may describe but not delete too, and a topic given by id hides its
+    # name from who may not describe it.
+    may_delete_any = cluster_authorized(services, ctx, Op.DELETE)
+
+    def allowed(op: Op, topic_name: str) -> bool:
+        return may_delete_any or topic_authorized(services, ctx, op, topic_name)
+
     for name, topic_id in wanted:
         if name is None:
             topic = pm.get_by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
             missing = ErrorCode.UNKNOWN_TOPIC_ID
         else:
+            if not allowed(Op.DESCRIBE, name):
+                results.append(_deny(name, topic_id or ZERO_UUID))
+                continue
             topic = pm.get(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if topic is not None and not allowed(Op.DELETE, topic.name):
+            shown = topic.name if name is not None or allowed(Op.DESCRIBE, topic.name) else None
+            results.append(_deny(shown, topic.topic_id if name is None else ZERO_UUID))
+            continue
         if topic is None:
             results.append(
                 _DResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=missing, error_message=None)
@@ -167,6 +205,12 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
         services.share.topic_deleted(topic.topic_id)
         results.append(_DResult(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return _DResp(throttle_time_ms=0, responses=results)
+
+
+def _deny(name: str | None, topic_id: uuid.UUID) -> Any:
+    return _DResult(
+        name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None
+    )
 
 
 def delete_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -196,6 +240,8 @@ def handle_create_partitions(services: Services, ctx: RequestContext, req: Any) 
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {t.name} is listed more than once")
+            if not topic_authorized(services, ctx, Op.ALTER, t.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if t.assignments is not None:
                 topic = pm.get(t.name)
                 added = t.count - (len(topic.partitions) if topic else 0)

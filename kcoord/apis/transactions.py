@@ -28,6 +28,14 @@ from typing import Any
 
 import re2
 
+from kcoord.apis.authorization import (
+    GROUP,
+    TRANSACTIONAL_ID,
+    Op,
+    authorized,
+    authorized_topics,
+    require,
+)
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_with
 from kcoord.apis.services import Services
@@ -62,28 +70,22 @@ def handle_add_partitions(services: Services, ctx: RequestContext, req: Any) -> 
     wanted = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
     if not tid:
         return _ap_response([(n, [(p, ErrorCode.INVALID_REQUEST) for p in ps]) for n, ps in wanted])
+    require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, tid)
     pm = services.partitions
-    unknown = {
-        (n, p)
+    writable = authorized_topics(services, ctx, Op.WRITE, [n for n, _ps in wanted])
+    refused = {
+        (n, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if n not in writable
+        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for n, ps in wanted
         for p in ps
-        if (topic := pm.get(n)) is None or not 0 <= p < len(topic.partitions)
+        if n not in writable or (topic := pm.get(n)) is None or not 0 <= p < len(topic.partitions)
     }
-    if unknown:
+    if refused:
+        # Kafka: the refused partitions get their error, the others OPERATION_NOT_ATTEMPTED.
         return _ap_response(
             [
-                (
-                    n,
-                    [
-                        (
-                            p,
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                            if (n, p) in unknown
-                            else ErrorCode.OPERATION_NOT_ATTEMPTED,
-                        )
-                        for p in ps
-                    ],
-                )
+                (n, [(p, refused.get((n, p), ErrorCode.OPERATION_NOT_ATTEMPTED)) for p in ps])
                 for n, ps in wanted
             ]
         )
@@ -110,6 +112,8 @@ def handle_add_offsets(services: Services, ctx: RequestContext, req: Any) -> Any
     tid = req.transactional_id
     if not tid:
         return _AOResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
+    require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, tid)
+    require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
         return _AOResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     offsets_partition = (OFFSETS_TOPIC, services.groups.partition_for(req.group_id))
@@ -133,6 +137,7 @@ def handle_end(services: Services, ctx: RequestContext, req: Any) -> Any:
     tid = req.transactional_id
     if not tid:
         return _EResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
+    require(services, ctx, Op.WRITE, TRANSACTIONAL_ID, tid)
     reply, respond = reply_with(lambda error: _EResp(throttle_time_ms=0, error_code=error))
     pid, epoch, commit = req.producer_id, req.producer_epoch, bool(req.committed)
     services.transactions.tell(
@@ -164,18 +169,23 @@ def _empty_state(tid: str, code: int) -> Any:
     )
 
 
-def _describe_one(services: Services, tid: str) -> Any:
+def _describe_one(services: Services, ctx: RequestContext, tid: str) -> Any:
     def empty(code: int) -> Any:
         return _empty_state(tid, code)
 
     if not tid:
         return empty(ErrorCode.INVALID_REQUEST)
+    if not authorized(services, ctx, Op.DESCRIBE, TRANSACTIONAL_ID, tid):
+        return empty(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     meta = services.transactions.state_for(tid).transactions.get(tid)
     if meta is None or meta.state == TransactionState.DEAD:
         return empty(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
     by_topic: dict[str, list[int]] = {}
     for topic, p in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(p)
+    # Kafka leaves out the topics the principal may not describe.
+    describable = authorized_topics(services, ctx, Op.DESCRIBE, by_topic)
+    by_topic = {t: ps for t, ps in by_topic.items() if t in describable}
     return _DState(
         error_code=0,
         transactional_id=tid,
@@ -190,7 +200,8 @@ def _describe_one(services: Services, tid: str) -> Any:
 
 def handle_describe(services: Services, ctx: RequestContext, req: Any) -> Any:
     return _DResp(
-        throttle_time_ms=0, transaction_states=[_describe_one(services, tid) for tid in req.transactional_ids]
+        throttle_time_ms=0,
+        transaction_states=[_describe_one(services, ctx, tid) for tid in req.transactional_ids],
     )
 
 
@@ -230,7 +241,9 @@ def handle_list(services: Services, ctx: RequestContext, req: Any) -> Any:
     found = []
     for store in services.transactions.states():
         for tid, meta in _listed(store, states, producer_ids, duration, now):
-            if matcher is None or matcher(tid):
+            if (matcher is None or matcher(tid)) and authorized(
+                services, ctx, Op.DESCRIBE, TRANSACTIONAL_ID, tid
+            ):
                 found.append(
                     _LState(
                         transactional_id=tid,

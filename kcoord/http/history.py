@@ -118,6 +118,10 @@ async def history(services: Services, group: str, query: Mapping[str, str]) -> A
                 "leader_epoch": v.leader_epoch,
                 "metadata": v.metadata,
                 "commit_timestamp": v.commit_timestamp,
+                # When the commit took effect (its record's append time; a transactional commit's
+                # COMMIT marker's): what offsets-at and reset-offsets compare times with. A commit
+                # is stamped when its request is handled, before its record is appended.
+                "effective_at": c.effective_at,
                 "member_id": c.member_id,
                 "client_id": c.client_id,
                 "lag": None,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcoord.apis import (
+    acls,
     admin,
     api_versions,
     cluster,
@@ -26,6 +27,7 @@ from kcoord.apis import (
     produce,
     producer_id,
     producers,
+    scram,
     share_fetch,
     share_groups,
     topics,
@@ -193,6 +195,18 @@ def build_table() -> ApiTable:
                 cluster.describe_cluster_error_response,
             ),
             ApiSpec(K.DescribeTopicPartitions, 0, 0, metadata.handle_describe_topic_partitions, None),
+            # Security metadata in __cluster_metadata (apis/acls.py, apis/scram.py).
+            ApiSpec(K.DescribeAcls, 0, 3, acls.handle_describe, acls.describe_error_response),
+            ApiSpec(K.CreateAcls, 0, 3, acls.handle_create, acls.create_error_response),
+            ApiSpec(K.DeleteAcls, 0, 3, acls.handle_delete, acls.delete_error_response),
+            ApiSpec(
+                K.DescribeUserScramCredentials,
+                0,
+                0,
+                scram.handle_describe,
+                scram.describe_error_response,
+            ),
+            ApiSpec(K.AlterUserScramCredentials, 0, 0, scram.handle_alter, scram.alter_error_response),
             # Group coordinator.
             ApiSpec(
                 K.FindCoordinator,

@@ -19,10 +19,13 @@ from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
 from kcoord.http.server import OpsHttp, OpsServer
+from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
 from kcoord.server.coordinators import (
+    authorizer,
     group_runtime,
+    metadata_runtime,
     record_partition_load_times,
     register_group_coordinator_metrics,
     transaction_runtime,
@@ -68,6 +71,11 @@ class Broker:
         )
         self.markers.transactions = self.transactions
         self.transactions.on_failure = lambda _exc: self.fatal.set()
+        self.metadata = metadata_runtime(config, self.flusher, self.clock)
+        self.metadata.on_failure = lambda _exc: self.fatal.set()
+        self.authorizer = authorizer(config)
+        # Where SASL/SCRAM finds users' credentials (the ScramCredentialSource).
+        self.scram_credentials = MetadataCredentials(self.metadata)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots, self.clock)
         self.share = ShareCoordinator(config, self.groups, self.partitions, self.metrics)
         self.table = build_table()
@@ -83,6 +91,8 @@ class Broker:
             groups=self.groups,
             transactions=self.transactions,
             share=self.share,
+            metadata=self.metadata,
+            authorizer=self.authorizer,
             metrics=self.metrics,
             shutdown=self.shutdown,
             api_versions=self.table.api_versions,
@@ -94,6 +104,7 @@ class Broker:
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
         self.transactions.after_run.append(self.server.write_ready)
+        self.metadata.after_run.append(self.server.write_ready)
         self.server.add_close_listener(self.share.connection_closed)
         self.ops = OpsServer(OpsHttp(self.services, self.status), config.http_endpoints())
         self._tasks: list[asyncio.Task[Any]] = []
@@ -142,12 +153,16 @@ class Broker:
             self.partitions.add_internal_topic(
                 self.transactions.topic, self.transactions.logs, {"cleanup.policy": "compact"}
             )
+            self.metadata.open(unclean=not self.partitions.closed_cleanly)
+            if self.authorizer is not None:
+                self.authorizer.load(self.metadata.shards[0].state)
         finally:
             if gc_was_enabled:
                 gc.enable()
         self.flusher.start()
         self.groups.start()
         self.transactions.start()
+        self.metadata.start()
         self.share.forget_deleted_topics()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="kcoord-retention"))
@@ -176,9 +191,11 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.metadata.stop()
         await self.transactions.stop()
         await self.groups.stop()
         await self.flusher.stop()
+        self.metadata.close()
         self.transactions.close()
         self.groups.close()
         self.partitions.close()

@@ -3,7 +3,8 @@
 The group coordinator: classic, KIP-848 consumer and share groups in the partitions of
 ``__consumer_offsets``, their records registered with one registry, their state in one GroupStore
 per partition. The transaction coordinator: transactional ids in the partitions of
-``__transaction_state``, a TransactionStore per partition.
+``__transaction_state``, a TransactionStore per partition. The security metadata: SCRAM
+credentials and ACLs in the one partition of ``__cluster_metadata``, a MetadataStore.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from kcoord.groups.migration import MigrationPolicy
 from kcoord.groups.records import GROUP_RECORDS, OFFSET_COMMIT_TYPES, OffsetCommitKey
 from kcoord.groups.store import GroupStore, offset_expiration
 from kcoord.groups.topics import TopicsView
+from kcoord.metadata import CLUSTER_METADATA_TOPIC
+from kcoord.metadata.authorizer import StandardAuthorizer, parse_super_users
+from kcoord.metadata.records import METADATA_RECORDS
+from kcoord.metadata.store import MetadataStore
 from kcoord.metrics import (
     OFFSET_COMMIT,
     OFFSET_DELETION,
@@ -189,6 +194,38 @@ def transaction_runtime(
         expire_transactional_ids,
     )
     return runtime
+
+
+def metadata_runtime(
+    config: BrokerConfig, flusher: Flusher, clock: Clock
+) -> CoordinatorRuntime[MetadataStore]:
+    """SCRAM credentials and ACLs in the one partition of ``__cluster_metadata``."""
+    return CoordinatorRuntime(
+        CLUSTER_METADATA_TOPIC,
+        1,
+        config.data_dir,
+        LogConfig(
+            segment_bytes=config.metadata_log_segment_bytes,
+            roll_ms=7 * 24 * 3_600_000,
+            retention_ms=-1,
+            retention_bytes=-1,
+            index_interval_bytes=config.log_index_interval_bytes,
+        ),
+        RecordRegistry([METADATA_RECORDS]),
+        lambda _partition: MetadataStore(),
+        flusher,
+        clock.now_ms,
+        coordinator_cleaner(config, clock),
+        snapshot_interval_records=config.coordinator_snapshot_interval_records,
+    )
+
+
+def authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
+    """The authorizer ``authorizer.class.name`` asks for (it reads the ACLs once they are
+    loaded), or None."""
+    if not config.authorizer_class_name:
+        return None
+    return StandardAuthorizer(parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found)
 
 
 Expiration = Callable[[GroupStore], Iterator[tuple[str, Operation[GroupStore]]]]

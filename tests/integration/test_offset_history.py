@@ -279,3 +279,12 @@ def test_transactional_commits_appear_once_committed(broker: BrokerThread) -> No
     while changes(broker, "tg") != [(0, 4), (0, 6)]:
         assert time.monotonic() < deadline, changes(broker, "tg")
         time.sleep(0.05)
+    # A transactional commit takes effect at its COMMIT marker, after the commit was stamped: the
+    # API says when (effective_at), and rewinding to that time includes it; to the stamp does not.
+    status, doc = call(broker, "/api/groups/tg/history")
+    assert status == 200, doc
+    last = doc["changes"][-1]
+    assert last["offset"] == 6 and last["effective_at"] > last["commit_timestamp"]
+    for when, offset in ((last["effective_at"], 6), (last["commit_timestamp"], 4)):
+        status, plan = call(broker, "/api/groups/tg/reset-offsets", {"to_commit_at": when, "execute": False})
+        assert status == 200 and [p["new_offset"] for p in plan["plan"]] == [offset], plan

@@ -56,7 +56,7 @@ def topic(pm: PartitionManager, name: str, configs: dict[str, str | None]) -> Pa
 
 def append(pm: PartitionManager, part: Partition, raw: bytes) -> tuple[int, int, bool]:
     services: Any = SimpleNamespace(config=pm.config)
-    return append_records(services, part, raw, NOW)
+    return append_records(services, part, raw, NOW, None, 11)
 
 
 def refused(pm: PartitionManager, part: Partition, raw: bytes) -> KafkaError:

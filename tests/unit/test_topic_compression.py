@@ -23,6 +23,7 @@ from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.storage.flush import Flusher
 
 T0 = 1_700_000_000_000
+PRODUCE_VERSION = 11
 CODEC_NAMES = ["uncompressed", "gzip", "snappy", "lz4", "zstd"]  # index = attribute codec id
 
 
@@ -67,7 +68,7 @@ def append(
     pm: PartitionManager, part: Partition, raw: bytes, tid: str | None = None
 ) -> tuple[int, int, bool]:
     services: Any = SimpleNamespace(config=pm.config)
-    return append_records(services, part, raw, T0, tid)
+    return append_records(services, part, raw, T0, tid, PRODUCE_VERSION)
 
 
 def stored(part: Partition) -> list[tuple[records.BatchHeader, bytes]]:
@@ -204,3 +205,21 @@ def test_good_values_are_kept() -> None:
         "compression.zstd.level": "-5",
     }
     assert validate_topic_configs(configs, BrokerConfig()) == configs
+
+
+def test_one_batch_per_partition_and_no_zstd_before_produce_v7(pm: PartitionManager) -> None:
+    """Kafka's ProduceRequest.validateRecords: INVALID_RECORD for two batches of one partition,
+    UNSUPPORTED_COMPRESSION_TYPE for a zstd batch in Produce v3-v6; nothing is appended."""
+    part = topic(pm, "validate", {})
+    two = batch([(b"a", b"1")]) + batch([(b"b", b"2")])
+    with pytest.raises(KafkaError) as e:
+        append_records(SimpleNamespace(config=pm.config), part, two, T0, None, PRODUCE_VERSION)  # type: ignore[arg-type]
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert "exactly one record batch" in str(e.value.message)
+    zstd = batch([(b"a", b"x" * 1000)], codec=4)
+    assert records.read_header(zstd, 0).compression == 4
+    with pytest.raises(KafkaError) as e:
+        append_records(SimpleNamespace(config=pm.config), part, zstd, T0, None, 6)  # type: ignore[arg-type]
+    assert e.value.code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert part.high_watermark == 0
+    assert append_records(SimpleNamespace(config=pm.config), part, zstd, T0, None, 7)[0] == 0  # type: ignore[arg-type]
