@@ -17,11 +17,15 @@ records are overwritten commits, as in a long-running cluster. About 1 M records
 partitions per request) through a running kcoord until the coordinator logs hold N records
 (counted from the segment files after a clean shutdown): slower, but every byte is the broker's.
 
-Each timed start works on a fresh copy of the prepared directory (page cache warm: this measures
+A restart is a start after a clean shutdown: the first start on the prepared directory replays
+the whole log (the offline writer leaves no coordinator snapshot; its time is printed as the
+full-replay figure) and its clean shutdown writes the snapshots (docs/coordinator-records.md).
+Each timed start then works on a fresh copy of that directory (page cache warm: this measures
 replay, not the disk), starts ``kcoord serve`` with its defaults, and polls OffsetFetch v2 of a
 group in the last coordinator partition (replayed last) every 2 ms until it answers without error
 with the expected offset. kcoord's own "loaded coordinator partitions" log line gives the replay
-share. Prints one line per start and the median; benchmarks print, they never fail the test suite.
+share and how many records came from the log rather than a snapshot. Prints one line per start
+and the median; benchmarks print, they never fail the test suite.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from bench import common
 TOPIC = "kbench"
 TOPIC_PARTITIONS = 64
 GROUP_PREFIX = "kbench-g"
+TARGET_S = 0.5  # issue 15: first OffsetFetch after a restart with 1 M records
 
 
 def build_offline(
@@ -174,12 +179,15 @@ def build_via_kload(data_dir: Path, records: int, logdir: Path) -> tuple[str, in
 
 
 def time_start(
-    prepared: Path, group: str, partition: int, expect: int, logdir: Path, tag: str
+    prepared: Path, group: str, partition: int, expect: int, logdir: Path, tag: str, in_place: bool = False
 ) -> dict[str, Any]:
+    """One timed start on a copy of ``prepared`` (``in_place``: on ``prepared`` itself, which then
+    keeps what the clean shutdown wrote, its coordinator snapshots)."""
     work = Path(tempfile.mkdtemp(prefix="kcoord-restart-"))
     try:
-        data = work / "data"
-        shutil.copytree(prepared, data)
+        data = prepared if in_place else work / "data"
+        if not in_place:
+            shutil.copytree(prepared, data)
         port = common.free_port()
         logpath = logdir / f"restart-{tag}.log"
         with open(logpath, "w") as out:
@@ -195,14 +203,17 @@ def time_start(
         finally:
             common.stop_process(proc, 60)
         text = logpath.read_text(errors="replace")
-        m = re.search(r"loaded coordinator partitions.*?records=(\d+).*?seconds=([\d.]+)", text)
+        m = re.search(r"loaded coordinator partitions.*?\brecords=(\d+).*?seconds=([\d.]+)", text)
         replay_s = float(m.group(2)) if m else None
         loaded = int(m.group(1)) if m else None
+        m = re.search(r"loaded coordinator partitions.*?log_records=(\d+)", text)
+        from_log = int(m.group(1)) if m else loaded
         ok = (expect < 0 and offset >= 0) or offset == expect
         return {
             "seconds": t1 - t0,
             "replay_s": replay_s,
             "records_loaded": loaded,
+            "records_from_log": from_log,
             "offset": offset,
             "expected": expect,
             "correct": ok,
@@ -245,6 +256,14 @@ def run(
         finally:
             shutil.rmtree(empty, ignore_errors=True)
         common.log(f"restart: empty log dir, first OffsetFetch after {base['seconds']:.2f} s")
+        # Offline, the first start has the log alone: a full replay. Its clean shutdown writes the
+        # snapshots the timed restarts load (--via-kload: the broker that wrote the log did).
+        first = time_start(prepared, group, partition, expect, logdir, "first", in_place=True)
+        common.log(
+            f"restart: first start on the prepared directory: first OffsetFetch after "
+            f"{first['seconds']:.2f} s (kcoord replay {first['replay_s']} s, {first['records_from_log']} "
+            f"records from the log, {first['records_loaded']} in all)"
+        )
         results = []
         for i in range(runs):
             r = time_start(prepared, group, partition, expect, logdir, f"run{i}")
@@ -252,7 +271,8 @@ def run(
             replay = f"{r['replay_s']:.2f}" if r["replay_s"] is not None else "?"
             common.log(
                 f"restart: run {i + 1}/{runs}: first OffsetFetch after {r['seconds']:.2f} s "
-                f"(kcoord replay {replay} s, {r['records_loaded']} records; offset {r['offset']}"
+                f"(kcoord replay {replay} s, {r['records_loaded']} records, {r['records_from_log']} of them "
+                f"from the log; offset {r['offset']}"
                 f"{'' if r['correct'] else f' WRONG, expected {expect}'}; RSS {r['rss_mb']:.0f} MB)"
             )
         return {
@@ -265,6 +285,8 @@ def run(
             if any(r["replay_s"] is not None for r in results)
             else None,
             "empty_start_s": base["seconds"],
+            "full_replay_start_s": first["seconds"],
+            "full_replay_s": first["replay_s"],
             "all_correct": all(r["correct"] for r in results),
             "rss_mb": statistics.median(r["rss_mb"] for r in results if r["rss_mb"]) if results else None,
         }
@@ -287,15 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else None
     r = run(args.records, args.runs, out, args.groups, args.per_batch, args.via_kload)
-    verdict = "met" if r["median_s"] <= 5 else "NOT MET"
+    verdict = "met" if r["median_s"] <= TARGET_S else "NOT MET"
     if r["records"] < 1_000_000:
         verdict = "n/a (fewer records)"
     print(
         f"restart with {r['records']:,} offset-commit records ({r['mode']}, {r['segment_mb']:.0f} MB): "
         f"first OffsetFetch after {r['median_s']:.2f} s median of {len(r['runs'])} "
         f"(kcoord replay {r['median_replay_s']} s; empty-dir start {r['empty_start_s']:.2f} s; "
+        f"first start on the prepared dir {r['full_replay_start_s']:.2f} s, replay {r['full_replay_s']} s; "
         f"RSS {r['rss_mb']:.0f} MB; answers {'correct' if r['all_correct'] else 'WRONG'}); "
-        f"target <= 5 s with 1 M records: {verdict}"
+        f"target <= {TARGET_S} s with 1 M records (issue 15): {verdict}"
     )
     return 0
 

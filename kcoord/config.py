@@ -284,6 +284,13 @@ class BrokerConfig(BaseModel):
     offsets_topic_segment_bytes: int = Field(
         104857600, description="Segment size of the coordinator logs (__consumer_offsets)."
     )
+    # kcoord's own: Kafka replays the whole coordinator log at start-up (docs/coordinator-records.md).
+    coordinator_snapshot_interval_records: int = Field(
+        100000,
+        ge=0,
+        description="Snapshot a coordinator partition's state every this many records appended "
+        "(and at a clean shutdown), so a restart replays only the log after it; 0: only at shutdown.",
+    )
 
     # --- transaction coordinator ---------------------------------------------------------------
     # Kafka's default is 50 (see offsets.topic.num.partitions for why one node takes 1).

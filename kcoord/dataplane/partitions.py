@@ -297,6 +297,7 @@ class PartitionManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # changes whenever a topic is created or deleted or gains partitions
         self.unclean_start = False
+        self.closed_cleanly = False
         # Compacts the partitions of topics with cleanup.policy compact; the broker runs it.
         self.cleaner = LogCleaner(
             clock,
@@ -311,6 +312,9 @@ class PartitionManager:
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         existing = self._read_topics_file()
         self.unclean_start = bool(existing) and not marker.exists()
+        # Whether the last run closed every log, coordinator logs included (those exist without
+        # any data topic, so ``unclean_start`` alone would call a crash of such a broker clean).
+        self.closed_cleanly = marker.exists()
         marker.unlink(missing_ok=True)
         for name, meta in existing.items():
             topic = Topic(name, uuid.UUID(meta["id"]), dict(meta.get("configs", {})))

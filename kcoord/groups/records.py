@@ -96,7 +96,29 @@ def _encode_offset_commit(
     return key_bytes, None if value is None else encode_offset_value(value)
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _offset_key_names(prefix: bytes) -> tuple[str, str] | None:
+    """(group, topic) of a key's bytes up to its partition, if laid out as kcoord writes them.
+
+    Cached: a start-up replay decodes the key of every (group, topic, partition), and the few
+    groups and topics among them then share one string each instead of one per key.
+    """
+    group_len = _H.unpack_from(prefix, 2)[0]
+    topic_at = 4 + group_len
+    if (
+        group_len < 0
+        or topic_at + 2 > len(prefix)
+        or _H.unpack_from(prefix, topic_at)[0] != len(prefix) - topic_at - 2
+    ):
+        return None
+    return prefix[4:topic_at].decode(), prefix[topic_at + 2 :].decode()
+
+
 def decode_offset_key(buf: bytes) -> OffsetCommitKey:
+    if len(buf) >= 10 and buf[:2] in _OFFSET_KEY_PREFIXES:
+        names = _offset_key_names(buf[:-4])
+        if names is not None:
+            return OffsetCommitKey(names[0], names[1], _I.unpack_from(buf, len(buf) - 4)[0])
     r = FieldReader(buf, 0)
     kind = r.i16()
     if kind not in OFFSET_COMMIT_TYPES:
@@ -105,6 +127,12 @@ def decode_offset_key(buf: bytes) -> OffsetCommitKey:
 
 
 def decode_offset_value(buf: bytes) -> OffsetCommitValue:
+    if len(buf) >= _VALUE_V3_HEAD.size + 8 and buf[:2] == _V3:  # what kcoord writes: no reader
+        _v, offset, leader_epoch, meta_len = _VALUE_V3_HEAD.unpack_from(buf)
+        end = _VALUE_V3_HEAD.size + meta_len
+        if meta_len >= 0 and end + 8 == len(buf):
+            metadata = buf[_VALUE_V3_HEAD.size : end].decode() if meta_len else ""
+            return OffsetCommitValue(offset, leader_epoch, metadata, _Q.unpack_from(buf, end)[0], None)
     r = FieldReader(buf, 0)
     version = r.i16()
     if not 0 <= version <= 4:
@@ -117,6 +145,10 @@ def decode_offset_value(buf: bytes) -> OffsetCommitValue:
     expire_ts = r.i64() if version == 1 else None
     r.skip_tags()
     return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+_OFFSET_KEY_PREFIXES = frozenset(_H.pack(t) for t in OFFSET_COMMIT_TYPES)
+_V3 = _H.pack(3)
 
 
 def decode_offset_commit(key: bytes, value: bytes | None) -> tuple[OffsetCommitKey, OffsetCommitValue | None]:

@@ -10,6 +10,10 @@ to then is durable. All records written to a shard while the flusher syncs the p
 all shards share the flusher's group commit. A write that fails stops the runtime (fail-stop):
 memory is then ahead of the log.
 
+Snapshots (snapshot.py): every ``snapshot_interval_records`` records appended to a shard, its
+latest records are copied on the loop and written to a snapshot file in a worker thread; at a
+clean close every shard writes one on the spot, so the next start replays no log at all.
+
 Timers: after each drain the actor asks the state for the key's next deadline and arms one
 event-loop timer for it; when it fires, the state's ``on_timer`` runs as an operation.
 """
@@ -85,14 +89,21 @@ class Durable:
 class _ShardWriter:
     """The records a shard's actors wrote since its last append, and when to append them."""
 
-    __slots__ = ("_batch", "_now", "_pending", "flusher", "shard")
+    __slots__ = ("_batch", "_now", "_pending", "after_append", "flusher", "shard")
 
-    def __init__(self, shard: CoordinatorShard[Any], flusher: Flusher, now: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        shard: CoordinatorShard[Any],
+        flusher: Flusher,
+        now: Callable[[], int],
+        after_append: Callable[[CoordinatorShard[Any]], None] | None = None,
+    ) -> None:
         self.shard = shard
         self.flusher = flusher
         self._now = now
         self._pending: list[Write] = []
         self._batch: Durable | None = None
+        self.after_append = after_append
 
     def write(
         self,
@@ -133,6 +144,11 @@ class _ShardWriter:
             return
         try:
             self.shard.append_writes(writes, self._now())
+            if self.after_append is not None:
+                try:
+                    self.after_append(self.shard)
+                except Exception:  # a snapshot is an optimisation: never fail the write for it
+                    log.exception("starting a coordinator snapshot failed")
             if self.flusher.waits_for_disk:
                 self.flusher.when_durable(self.shard.log, batch.settle)
                 return
@@ -262,6 +278,7 @@ class CoordinatorRuntime(Generic[S]):
         flusher: Flusher,
         now: Callable[[], int],
         cleaner: LogCleaner | None = None,
+        snapshot_interval_records: int = 0,
     ) -> None:
         self.topic = topic
         self.num_partitions = partitions
@@ -285,6 +302,9 @@ class CoordinatorRuntime(Generic[S]):
         self._tasks: list[asyncio.Task[Any]] = []
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
+        # Records between two snapshots of a shard (0: only at a clean close).
+        self.snapshot_interval_records = snapshot_interval_records
+        self._snapshotting: dict[int, asyncio.Future[Any]] = {}
 
     # --- lookup ------------------------------------------------------------------------------
     def partition_for(self, key: str) -> int:
@@ -366,9 +386,16 @@ class CoordinatorRuntime(Generic[S]):
         self.num_partitions = self._existing_partition_count() or self.num_partitions
         started = time.monotonic()
         total = 0
+        from_snapshot = 0
         now = self.now()
         for i in range(self.num_partitions):
-            lg = Log.open(self.data_dir / f"{self.topic}-{i}", self.log_config, self.flusher, unclean=unclean)
+            lg = Log.open(
+                self.data_dir / f"{self.topic}-{i}",
+                self.log_config,
+                self.flusher,
+                unclean=unclean,
+                trust_clean_close=True,
+            )
             shard = CoordinatorShard(i, lg, self._new_state(i), self.registry)
             loading = time.monotonic()
             before = total
@@ -377,9 +404,17 @@ class CoordinatorRuntime(Generic[S]):
                 log.info("replaying coordinator log", partition=name, records=before + records)
 
             total += shard.load(now, progress)
+            from_snapshot += shard.snapshot_records
             self.load_seconds.append(time.monotonic() - loading)
             self.shards.append(shard)
-            self._writers.append(_ShardWriter(shard, self.flusher, self.now))
+            self._writers.append(
+                _ShardWriter(
+                    shard,
+                    self.flusher,
+                    self.now,
+                    self._snapshot_if_due if self.snapshot_interval_records > 0 else None,
+                )
+            )
             if self.cleaner is not None:
                 self.cleaner.register(lg)
         log.info(
@@ -388,6 +423,8 @@ class CoordinatorRuntime(Generic[S]):
             partitions=self.num_partitions,
             records=total,
             seconds=round(time.monotonic() - started, 3),
+            snapshot_records=from_snapshot,
+            log_records=total - from_snapshot,
         )
 
     def _existing_partition_count(self) -> int | None:
@@ -444,7 +481,55 @@ class CoordinatorRuntime(Generic[S]):
                 await task
         for actor in self.actors.values():
             actor.cancel_timer()
+        for future in list(self._snapshotting.values()):
+            with contextlib.suppress(Exception):
+                await future
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def _snapshot_if_due(self, shard: CoordinatorShard[Any]) -> None:
+        if (
+            shard.log.log_end_offset - max(shard.snapshot_offset, 0) < self.snapshot_interval_records
+            or shard.index in self._snapshotting
+        ):
+            return
+        capture = shard.capture()
+        future = asyncio.get_running_loop().run_in_executor(None, shard.write_snapshot, capture)
+        self._snapshotting[shard.index] = future
+
+        def done(f: asyncio.Future[Any], index: int = shard.index) -> None:
+            self._snapshotting.pop(index, None)
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is not None:
+                # The log is intact; the next start replays more of it.
+                log.warning("writing a coordinator snapshot failed", topic=self.topic, error=repr(exc))
+            elif f.result() is not None:
+                log.debug("wrote coordinator snapshot", path=str(f.result()), offset=capture[1])
+
+        future.add_done_callback(done)
+
+    def write_snapshots(self) -> None:
+        """Snapshot every shard whose log moved since its last snapshot (at a clean close)."""
+        for shard in self.shards:
+            if shard.log.closed or shard.log.log_end_offset == shard.snapshot_offset:
+                continue
+            try:
+                started = time.monotonic()
+                path = shard.write_snapshot(shard.capture())
+                log.info(
+                    "wrote coordinator snapshot",
+                    snapshot=str(path),
+                    records=len(shard.latest),
+                    seconds=round(time.monotonic() - started, 3),
+                )
+            except OSError as e:
+                log.warning("writing a coordinator snapshot failed", topic=self.topic, error=repr(e))
 
     def close(self) -> None:
+        # Memory may be ahead of the log after a failed write; the snapshot describes the log
+        # anyway (it is built from appended bytes), but a failing disk is no place for one more file.
+        if self.failed is None:
+            self.write_snapshots()
         for shard in self.shards:
             shard.log.close()

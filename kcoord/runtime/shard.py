@@ -6,6 +6,10 @@ replays the log into a fresh state at start-up, through the same ``replay``. Not
 the asyncio driver (runtime.py) decides when to append and when answers may go out, and tests
 call the same three methods directly.
 
+Snapshots (snapshot.py): the shard keeps the latest record of every key (``latest``) from the
+bytes it appends and replays; ``load`` starts from the newest usable snapshot and replays only the
+log after it, and ``capture``/``write_snapshot`` make a new one.
+
 Transactions, as Kafka's coordinator runtime has them: an operation's records may be a producer's
 transactional writes (``Outcome.producer``; applied through ``replay_transactional`` and written
 as a transactional batch of that producer), and an operation may end a producer's transaction in
@@ -15,12 +19,23 @@ COMMIT or ABORT control batch). Start-up replay feeds both to the loaders in log
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from kcoord.protocol import records as batches
 from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, TransactionMarker
 from kcoord.runtime.records import RecordFormatError, RecordRegistry, record_type
+from kcoord.runtime.snapshot import (
+    NO_PRODUCER,
+    Entry,
+    LatestRecords,
+    delete_snapshots,
+    encode_snapshot,
+    read_snapshot,
+    store_snapshot,
+)
 from kcoord.storage.log import Log
 
 K = TypeVar("K", bound=Hashable, contravariant=True)
@@ -140,14 +155,37 @@ class Write:
 LOAD_PROGRESS_EVERY = 200_000  # records between two progress reports of a start-up replay
 
 
+Capture = tuple[int, int, dict[bytes, tuple[int, bytes | None]], list[Entry]]
+
+
 class CoordinatorShard(Generic[S]):
-    __slots__ = ("index", "log", "registry", "state")
+    __slots__ = (
+        "_snapshot_generation",
+        "_snapshot_lock",
+        "index",
+        "latest",
+        "log",
+        "registry",
+        "replayed",
+        "snapshot_offset",
+        "snapshot_records",
+        "state",
+    )
 
     def __init__(self, index: int, log: Log, state: S, registry: RecordRegistry) -> None:
         self.index = index
         self.log = log
         self.state = state
         self.registry = registry
+        self.latest = LatestRecords()
+        self.snapshot_offset = -1  # the end offset of the newest snapshot on disk (-1: none)
+        self.snapshot_records = 0  # records the last load took from a snapshot
+        self.replayed = 0  # records the last load replayed from the log
+        # A snapshot written off the event loop is renamed into place only if no cleaning
+        # invalidated snapshots meanwhile (the generation moves when one does).
+        self._snapshot_lock = threading.Lock()
+        self._snapshot_generation = 0
+        log.clean_listeners.append(self._cleaning)
 
     def run(self, op: Operation[S], now: int) -> Outcome:
         """Run ``op`` and apply its records; what it returns still has to be appended and answered."""
@@ -183,21 +221,28 @@ class CoordinatorShard(Generic[S]):
         write and one per marker, in one append (durable once the flusher says so)."""
         data = bytearray()
         offset = self.log.log_end_offset
+        # What the records change in ``latest``, applied once the append succeeded.
+        seen: list[tuple[int, list[tuple[bytes, bytes | None]], Write]] = []
         for w in writes:
             if w.records:
                 if w.producer is None:
                     records = self.state.link(w.records, offset)
-                    data += batches.build_batch(self.registry.encode_all(records), now)
+                    encoded = self.registry.encode_all(records)
+                    data += batches.build_batch(encoded, now)
                 else:
                     pid, epoch = w.producer
+                    encoded = self.registry.encode_all(w.records)
                     data += batches.build_batch(
-                        self.registry.encode_all(w.records),
+                        encoded,
                         now,
                         producer_id=pid,
                         producer_epoch=epoch,
                         attributes=batches.ATTR_TRANSACTIONAL,
                     )
+                seen.append((offset, encoded, w))
                 offset += len(w.records)
+            elif w.marker is not None:
+                seen.append((offset, [], w))
             m = w.marker
             if m is not None:
                 data += batches.build_marker_batch(
@@ -206,9 +251,32 @@ class CoordinatorShard(Generic[S]):
                 offset += 1
         if data:
             self.log.append(data, list(batches.iter_headers(data)), now)
+        latest = self.latest
+        for base, encoded, w in seen:
+            if w.producer is None:
+                lt = latest.latest
+                if latest.pending_keys:  # an open transaction: the general path
+                    for k, v in encoded:
+                        latest.plain(base, k, v)
+                        base += 1
+                else:
+                    for k, v in encoded:
+                        if v is None:
+                            lt.pop(k, None)
+                        else:
+                            lt[k] = (base, v)
+                        base += 1
+            else:
+                pid, epoch = w.producer
+                for k, v in encoded:
+                    latest.transactional(base, pid, epoch, k, v)
+                    base += 1
+            if w.marker is not None:
+                latest.end_transaction(w.marker.producer_id, w.marker.commit)
 
-    def load(self, now: int, progress: Callable[[int], None] | None = None) -> int:
-        """Replay the whole log into the state; returns the number of records read."""
+    def load(self, now: int, progress: Callable[[int], None] | None = None, use_snapshot: bool = True) -> int:
+        """Replay the log into the state, from its newest usable snapshot on (if ``use_snapshot``);
+        returns the number of records read, from the snapshot and the log."""
         state = self.state
         registry = self.registry
         loaders = dict(state.loaders(registry, now))
@@ -218,36 +286,110 @@ class CoordinatorShard(Generic[S]):
         by_type = {t.to_bytes(2, "big", signed=True): loader for t, loader in loaders.items()}
         feeders = {t: loader.feed for t, loader in by_type.items()}
         distinct = list(dict.fromkeys(loaders.values()))
+        latest = self.latest = LatestRecords()
+        lt = latest.latest
+        pending_keys = latest.pending_keys
+        start = 0
+        from_snapshot = 0
+        snapshot = (
+            read_snapshot(self.log.directory, self.log.directory.name, self.log.log_end_offset)
+            if use_snapshot
+            else None
+        )
+        if snapshot is not None:
+            # Records below the first segment are gone from the log (retention, DeleteRecords):
+            # a full replay would not see them either.
+            floor = self.log.segments[0].base_offset
+            entries = [e for e in snapshot.entries if e[0] >= floor]
+            for at, pid, epoch, k, v in entries:
+                loader = by_type.get(k[:2])
+                if loader is None:
+                    raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
+                if pid == NO_PRODUCER:
+                    loader.feed(at, k, v)
+                else:
+                    loader.feed_transactional(at, pid, epoch, k, v)
+            latest.restore(entries)
+            from_snapshot = len(entries)
+            start = snapshot.end_offset
+            self.snapshot_offset = snapshot.end_offset
         count = 0
-        for h, data in self.log.batches():
+        for h, data in self.log.batches(start):
             if h.is_control:
                 commit, _epoch = batches.read_marker(data, h)
                 for loader in distinct:
                     loader.end_transaction(h.base_offset, h.producer_id, h.producer_epoch, commit)
+                latest.end_transaction(h.producer_id, commit)
                 continue
+            # Defensive: a snapshot ends at a batch boundary, and a cleaning across it deletes it.
+            partial = h.base_offset < start
             if h.is_transactional:
                 for offset, key, value in batches.iter_key_values(data, h):
-                    if key is None:
+                    if key is None or (partial and offset < start):
                         continue
                     count += 1
                     txn_loader = by_type.get(key[:2])
                     if txn_loader is None:
                         raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
                     txn_loader.feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
+                    latest.transactional(offset, h.producer_id, h.producer_epoch, key, value)
                 continue
             if progress is not None and (count // LOAD_PROGRESS_EVERY) != (
                 (count + h.records_count) // LOAD_PROGRESS_EVERY
             ):
                 progress(count + h.records_count)
             for offset, key, value in batches.iter_key_values(data, h):
-                if key is None:
+                if key is None or (partial and offset < start):
                     continue
                 count += 1
                 feed = feeders.get(key[:2])
                 if feed is None:
                     raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
                 feed(offset, key, value)
+                if pending_keys:  # an open transaction: the general path
+                    latest.plain(offset, key, value)
+                elif value is None:
+                    lt.pop(key, None)
+                else:
+                    lt[key] = (offset, value)
         for loader in distinct:
             loader.finish()
         state.loaded(now)
-        return count
+        self.snapshot_records = from_snapshot
+        self.replayed = count
+        return from_snapshot + count
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def capture(self) -> Capture:
+        """What a snapshot of the log up to its end holds, copied cheaply on the event loop (the
+        dict copy shares the immutable bytes; entries are built by ``write_snapshot``)."""
+        return (
+            self._snapshot_generation,
+            self.log.log_end_offset,
+            dict(self.latest.latest),
+            self.latest.pending_entries(),
+        )
+
+    def write_snapshot(self, capture: Capture) -> Path | None:
+        """Write the captured snapshot (any thread); None if a cleaning invalidated it meanwhile."""
+        generation, end_offset, latest, pending = capture
+        entries: list[Entry] = [(o, NO_PRODUCER, 0, k, v) for k, (o, v) in latest.items()]
+        entries.extend(pending)
+        data = encode_snapshot(self.log.directory.name, end_offset, entries)
+        with self._snapshot_lock:
+            # A cleaning invalidated it, or a newer one (the one written at close) got there first.
+            if generation != self._snapshot_generation or end_offset <= self.snapshot_offset:
+                return None
+            path = store_snapshot(self.log.directory, end_offset, data)
+            self.snapshot_offset = end_offset
+            return path
+
+    def _cleaning(self, end_offset: int) -> None:
+        """The cleaner is about to rewrite the log below ``end_offset``: a snapshot covering less
+        than that could disagree with what the tail keeps (a tombstone it drops would bring back
+        the key the snapshot holds), so it goes first."""
+        with self._snapshot_lock:
+            if self.snapshot_offset < end_offset:
+                self._snapshot_generation += 1
+                delete_snapshots(self.log.directory, below=end_offset)
+                self.snapshot_offset = -1

@@ -147,18 +147,18 @@ class Broker:
         gc.disable()
         try:
             self.partitions.open()
-            self.groups.open(unclean=self.partitions.unclean_start)
+            self.groups.open(unclean=not self.partitions.closed_cleanly)
             self.partitions.add_internal_topic(
                 self.groups.topic, self.groups.logs, {"cleanup.policy": "compact"}
             )
             record_partition_load_times(self.metrics, self.groups)
             self.share.record_load_times()
             self.producer_ids.open()
-            self.transactions.open(unclean=self.partitions.unclean_start)
+            self.transactions.open(unclean=not self.partitions.closed_cleanly)
             self.partitions.add_internal_topic(
                 self.transactions.topic, self.transactions.logs, {"cleanup.policy": "compact"}
             )
-            self.metadata.open(unclean=self.partitions.unclean_start)
+            self.metadata.open(unclean=not self.partitions.closed_cleanly)
             if self.authorizer is not None:
                 self.authorizer.load(self.metadata.shards[0].state)
         finally:

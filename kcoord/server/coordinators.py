@@ -127,6 +127,7 @@ def group_runtime(
         flusher,
         clock.now_ms,
         coordinator_cleaner(config, clock, offset_history(config)),
+        snapshot_interval_records=config.coordinator_snapshot_interval_records,
     )
     expiration = offset_expiration(config.offsets_retention_minutes * 60_000)
     if metrics is not None:
@@ -180,6 +181,7 @@ def transaction_runtime(
         flusher,
         clock.now_ms,
         coordinator_cleaner(config, clock),
+        snapshot_interval_records=config.coordinator_snapshot_interval_records,
     )
     runtime.every(
         "kcoord-transaction-abort",
@@ -214,6 +216,7 @@ def metadata_runtime(
         flusher,
         clock.now_ms,
         coordinator_cleaner(config, clock),
+        snapshot_interval_records=config.coordinator_snapshot_interval_records,
     )
 
 

@@ -118,6 +118,9 @@ class Log:
         # Called with the new segment's base offset when a segment rolls, before anything is
         # written to it (the data plane snapshots producer state there).
         self.roll_listeners: list[Callable[[int], None]] = []
+        # Called with the end offset of the range the cleaner is about to replace, before the
+        # swap begins (coordinator snapshots covering less than that are no longer valid).
+        self.clean_listeners: list[Callable[[int], None]] = []
         self.closed = False
         self._rng = random.Random()
         # The active segment's jitter, drawn when it was created (Kafka's LogSegment.rollJitterMs).
@@ -125,12 +128,21 @@ class Log:
 
     # --- opening ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, flusher: Flusher, unclean: bool = True) -> Log:
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        flusher: Flusher,
+        unclean: bool = True,
+        trust_clean_close: bool = False,
+    ) -> Log:
         """Open (or create) the log in ``directory``.
 
-        The active segment's batches are always CRC-checked and a torn tail is cut off; after an
+        The active segment's batches are CRC-checked and a torn tail is cut off; after an
         unclean shutdown the segment before it is checked too (it may have rolled just before
-        the crash, before its fsync).
+        the crash, before its fsync). With ``trust_clean_close`` a log closed cleanly is not
+        checked at all, as Kafka skips recovery after a clean shutdown (the coordinator logs:
+        reading a 100 MB active segment would cost a restart more than its snapshot saves).
         """
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config, flusher)
@@ -141,7 +153,7 @@ class Log:
         n = len(bases)
         for i, base in enumerate(bases):
             seg = Segment(directory, base, config.index_interval_bytes)
-            recover = i == n - 1 or (unclean and i == n - 2)
+            recover = (i == n - 1 and (unclean or not trust_clean_close)) or (unclean and i == n - 2)
             truncated = seg.load(recover=recover)
             seg.persist_indexes(keep_open=i == n - 1)
             self.segments.append(seg)
@@ -371,8 +383,12 @@ class Log:
         in windows of READ_WINDOW_BYTES, so that replaying a large log holds one window in memory
         rather than the whole log. Headers' positions are relative to the batch's segment."""
         end = self.log_end_offset if max_offset is None else max_offset
-        for seg in self.segments[self._segment_index(start_offset) :]:
-            pos, size = 0, seg.size
+        first = self._segment_index(start_offset)
+        for seg in self.segments[first:]:
+            # The offset index finds where to start (a replay from a coordinator snapshot near the
+            # end of a large segment would otherwise read every batch before it).
+            pos = seg.index.lookup(start_offset) if seg is self.segments[first] else 0
+            size = seg.size
             while pos < size:
                 data = seg.read(pos, READ_WINDOW_BYTES)
                 used = 0
@@ -529,6 +545,8 @@ class Log:
         that file, and discards ``.cleaned`` files no swap ever claimed.
         """
         i = self.segments.index(old[0])
+        for listener in self.clean_listeners:
+            listener(old[-1].next_offset)
         swaps = []
         for path in cleaned:
             swap = path.with_name(path.name.removesuffix(".cleaned") + ".swap")
