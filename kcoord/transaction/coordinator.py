@@ -39,6 +39,7 @@ from kcoord.runtime.outcome import Operation, Outcome, Record, Responder
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 from kcoord.transaction.metadata import (
+    INT16_MAX,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,
@@ -321,7 +322,11 @@ class TransactionStore:
     def _abort(self, out: Outcome, meta: TransactionMetadata, now: int) -> None:
         """The coordinator aborts an ongoing transaction under a bumped epoch, fencing its producer."""
         new = _copy(meta)
-        new.producer_epoch = meta.producer_epoch + 1
+        # A client that names the last epoch (never handed out: it is only reached by fencing)
+        # can open a transaction at it; there is no epoch left to fence with. Kafka throws there
+        # (prepareFenceProducerEpoch) and leaves the transaction open; kcoord aborts it at that
+        # epoch, and the next InitProducerId rotates the producer id, which fences it.
+        new.producer_epoch = min(meta.producer_epoch + 1, INT16_MAX)
         new.state = S.PREPARE_ABORT
         new.last_update_timestamp = now
         self._write(out, new)

@@ -311,3 +311,22 @@ def _reachable(start: TransactionState, end: TransactionState) -> bool:
         seen |= nxt
         frontier = nxt
     return False
+
+
+def test_fencing_a_transaction_at_the_last_epoch_aborts_it_without_overflow() -> None:
+    """Found by the state machine: a producer that names epoch 32767 (reachable only by fencing,
+    never handed out) opens a transaction; an InitProducerId then has no epoch left to fence it
+    with. It used to overflow int16 encoding the record, which stops the coordinator."""
+    m = TransactionLog()
+    try:
+        m.near_exhaustion("a")
+        m.init_expected("a", "current")  # 32766
+        m.add_partitions("a", [("t", 0)], False)
+        m.init_expected("a", "current")  # fenced at 32767, the retry is refused
+        m.add_partitions("a", [("t", 0)], False)  # a transaction at 32767
+        m.init_expected("a", "current")  # aborted at 32767, then a new producer id
+        meta = m.meta("a")
+        assert meta is not None and meta.producer_epoch == 0 and meta.state == S.EMPTY
+        m.replay_equals_live()
+    finally:
+        m.teardown()
