@@ -163,6 +163,18 @@ class BrokerConfig(BaseModel):
     socket_request_max_bytes: int = Field(
         104857600, description="Largest request frame accepted; larger frames close the connection."
     )
+    max_connections: int = Field(
+        2147483647, ge=0, description="Connections the broker holds at once; the excess is closed."
+    )
+    max_connections_per_ip: int = Field(
+        2147483647, ge=0, description="Connections from one address; the excess is closed at accept."
+    )
+    max_connections_per_ip_overrides: str = Field(
+        "", description="Comma-separated host:count pairs overriding max.connections.per.ip."
+    )
+    connections_max_idle_ms: int = Field(
+        600000, ge=0, description="Close connections that sent and received nothing this long (0: never)."
+    )
     http_listeners: str = Field(
         "http://127.0.0.1:9644",
         description=(
@@ -507,6 +519,12 @@ class BrokerConfig(BaseModel):
         parse_http_listeners(v)
         return v
 
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _ip_overrides(cls, v: str) -> str:
+        parse_ip_overrides(v)
+        return v
+
     @field_validator("node_id")
     @classmethod
     def _non_negative(cls, v: int) -> int:
@@ -584,6 +602,17 @@ def parse_listeners(spec: str) -> list[Endpoint]:
     if len(set(names)) != len(names):
         raise ValueError(f"listener names repeat: {spec!r}")
     return endpoints
+
+
+def parse_ip_overrides(spec: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, hosts as IPs or names."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        host, sep, count = part.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides entry {part!r} is not host:count")
+        out[host.strip()] = int(count)
+    return out
 
 
 def parse_http_listeners(spec: str) -> list[Endpoint]:

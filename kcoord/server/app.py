@@ -12,7 +12,7 @@ import structlog
 
 from kcoord.apis.services import Services
 from kcoord.clock import Clock, SystemClock
-from kcoord.config import BrokerConfig, Endpoint
+from kcoord.config import BrokerConfig, Endpoint, parse_ip_overrides
 from kcoord.consumer.metrics import register_consumer_group_metrics
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
@@ -22,6 +22,7 @@ from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
+from kcoord.server.connection_quotas import ConnectionQuotas
 from kcoord.server.coordinators import (
     authorizer,
     group_runtime,
@@ -105,6 +106,12 @@ class Broker:
             config.socket_request_max_bytes,
             self.shutdown,
             build_listener_security(config, self.scram_credentials),
+            ConnectionQuotas(
+                config.max_connections,
+                config.max_connections_per_ip,
+                parse_ip_overrides(config.max_connections_per_ip_overrides),
+            ),
+            config.connections_max_idle_ms,
         )
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
