@@ -131,7 +131,15 @@ def _zigzag(value: int) -> bytes:
 
 
 def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
-    """Every record of a batch, from its uncompressed records."""
+    """Every record of a batch, from its uncompressed records; :class:`records.InvalidBatch` for
+    records that run past the batch (a CRC covers what a producer sent, not that it is sound)."""
+    try:
+        yield from _iter_raw(body, h)
+    except IndexError:
+        raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
+
+
+def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     pos = 0
     base, base_ts = h.base_offset, h.base_timestamp
     append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None
