@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import atheris

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import struct
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import atheris
