@@ -70,11 +70,21 @@ def delete_horizon(h: BatchHeader) -> int | None:
 
 
 def records_body(batch: bytes | memoryview, h: BatchHeader) -> bytes:
-    """The batch's records, uncompressed."""
+    """The batch's records, uncompressed; :class:`records.InvalidBatch` when they do not
+    decompress (the codecs raise errors of their own)."""
     data = bytes(memoryview(batch)[HEADER_SIZE : h.size])
     codec = h.compression
     if codec == 0:
         return data
+    try:
+        return _decompress(codec, data)
+    except records.InvalidBatch:
+        raise
+    except Exception as e:
+        raise records.InvalidBatch(f"cannot decompress the batch's records: {e!r}", corrupt=True) from None
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
     if codec == GZIP:
         return bytes(gzip_decode(data))
     if codec == SNAPPY:

@@ -67,3 +67,25 @@ def test_a_record_running_past_its_batch_is_corrupt(tmp_path: Path) -> None:
         assert part.high_watermark == 0
     finally:
         pm.close()
+
+
+def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) -> None:
+    """Found by fuzz/record_batches.py: a snappy batch (valid CRC) whose records are not snappy
+    data raised snappy's UncompressError (UNKNOWN_SERVER_ERROR); now CORRUPT_MESSAGE."""
+    data = bytearray(truncated_batch())
+    data[22] = (data[22] & ~0x07) | 2  # attributes: snappy
+    data[61:] = b"\xff" * (len(data) - 61)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(NOW))
+    pm.open()
+    try:
+        pm.create_topic("t", 1, {"message.timestamp.before.max.ms": "1000"})
+        part = pm.partition("t", 0)
+        assert part is not None
+        services: Any = SimpleNamespace(config=pm.config)
+        with pytest.raises(KafkaError) as e:
+            append_records(services, part, bytes(data), NOW, None, 9)
+        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert part.high_watermark == 0
+    finally:
+        pm.close()
