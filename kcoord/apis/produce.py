@@ -265,7 +265,10 @@ def append_records(
                 f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
             )
         if not log_append_time:
-            _check_timestamps(data, h, now, before_max, after_max)
+            try:
+                _check_timestamps(data, h, now, before_max, after_max)
+            except InvalidBatch as e:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from e
     codec = compression.topic_codec(configs, cfg)
     if codec is not None:
         data, headers = compression.apply_topic_codec(data, headers, codec)

@@ -107,10 +107,17 @@ def _plan(struct: object, version: int) -> Plan:
             continue
         nullable = bool(field.nullable_for_version_q(version))
         sub = _plan(field, version) if field.is_struct_array() or field.is_struct() else ()
-        if nullable and not sub:
+        # An array of strings or bytes: its items are never nullable in Kafka's schemas (a null
+        # item fails Kafka's parser as a null field does).
+        element = field.type_str[2:]
+        items = field.is_array() and not field.is_struct_array() and element not in _NEVER_NULL | {"uuid"}
+        if nullable and not sub and not items:
             continue
-        out.append((name, nullable, sub, bool(field.is_struct_array())))
+        out.append((name, nullable, _ITEMS if items else sub, bool(field.is_struct_array())))
     return tuple(out)
+
+
+_ITEMS: Plan = (("", False, (), False),)  # marks an array whose items must not be null
 
 
 def _null_in(plan: Plan, obj: object, path: str) -> str | None:
@@ -119,6 +126,9 @@ def _null_in(plan: Plan, obj: object, path: str) -> str | None:
         if value is None:
             if not nullable:
                 return f"{path}.{name}"
+        elif sub is _ITEMS:
+            if None in value:
+                return f"{path}.{name}[{value.index(None)}]"
         elif sub:
             if is_array:
                 for i, item in enumerate(value):

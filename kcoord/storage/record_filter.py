@@ -70,11 +70,21 @@ def delete_horizon(h: BatchHeader) -> int | None:
 
 
 def records_body(batch: bytes | memoryview, h: BatchHeader) -> bytes:
-    """The batch's records, uncompressed."""
+    """The batch's records, uncompressed; :class:`records.InvalidBatch` when they do not
+    decompress (the codecs raise errors of their own)."""
     data = bytes(memoryview(batch)[HEADER_SIZE : h.size])
     codec = h.compression
     if codec == 0:
         return data
+    try:
+        return _decompress(codec, data)
+    except records.InvalidBatch:
+        raise
+    except Exception as e:
+        raise records.InvalidBatch(f"cannot decompress the batch's records: {e!r}", corrupt=True) from None
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
     if codec == GZIP:
         return bytes(gzip_decode(data))
     if codec == SNAPPY:
@@ -131,7 +141,15 @@ def _zigzag(value: int) -> bytes:
 
 
 def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
-    """Every record of a batch, from its uncompressed records."""
+    """Every record of a batch, from its uncompressed records; :class:`records.InvalidBatch` for
+    records that run past the batch (a CRC covers what a producer sent, not that it is sound)."""
+    try:
+        yield from _iter_raw(body, h)
+    except IndexError:
+        raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
+
+
+def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     pos = 0
     base, base_ts = h.base_offset, h.base_timestamp
     append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None
