@@ -271,7 +271,12 @@ def append_records(
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from e
     codec = compression.topic_codec(configs, cfg)
     if codec is not None:
-        data, headers = compression.apply_topic_codec(data, headers, codec)
+        try:
+            data, headers = compression.apply_topic_codec(data, headers, codec)
+        except InvalidBatch as e:  # records that cannot be read to be recompressed
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
+            ) from e
         # Kafka checks the sizes again when recompression changed them (UnifiedLog.append).
         for h in headers:
             if h.size > max_batch:

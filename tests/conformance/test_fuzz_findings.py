@@ -89,3 +89,25 @@ def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) 
         assert part.high_watermark == 0
     finally:
         pm.close()
+
+
+def test_a_batch_of_an_unknown_codec_on_a_recompressing_topic_is_corrupt(tmp_path: Path) -> None:
+    """Found by fuzz/record_batches.py: a batch whose attributes name codec 5 (there is none), on
+    a topic with compression.type=lz4, escaped recompression as InvalidBatch
+    (UNKNOWN_SERVER_ERROR); now CORRUPT_MESSAGE."""
+    data = bytearray(truncated_batch())
+    data[22] = (data[22] & ~0x07) | 5
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(NOW))
+    pm.open()
+    try:
+        pm.create_topic("t", 1, {"compression.type": "lz4"})
+        part = pm.partition("t", 0)
+        assert part is not None
+        services: Any = SimpleNamespace(config=pm.config)
+        with pytest.raises(KafkaError) as e:
+            append_records(services, part, bytes(data), NOW, None, 9)
+        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert part.high_watermark == 0
+    finally:
+        pm.close()
