@@ -21,6 +21,7 @@ from kcoord.storage.flush import Flusher
 from tests.harness import BrokerProcess, api_versions_ok
 
 NOW = 1_700_000_000_000
+READS_RECORDS = {"message.timestamp.before.max.ms": "1000"}  # the timestamp check reads each record
 FINDINGS = Path(__file__).resolve().parent.parent / "data" / "fuzz"
 
 
@@ -50,23 +51,29 @@ def truncated_batch() -> bytes:
     return bytes(data)
 
 
-def test_a_record_running_past_its_batch_is_corrupt(tmp_path: Path) -> None:
-    """Found by fuzz/record_batches.py: a batch with a valid CRC whose record runs past its end
-    failed with IndexError (UNKNOWN_SERVER_ERROR) where the timestamps are read; now
-    CORRUPT_MESSAGE, and nothing is appended."""
+def refused_append(tmp_path: Path, configs: dict[str, str | None], batch: bytes) -> int:
+    """The error code Produce's append path answers for ``batch`` on a new topic with ``configs``;
+    checks that nothing was appended."""
     pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(NOW))
     pm.open()
     try:
-        pm.create_topic("t", 1, {"message.timestamp.before.max.ms": "1000"})  # records are read
+        pm.create_topic("t", 1, configs)
         part = pm.partition("t", 0)
         assert part is not None
         services: Any = SimpleNamespace(config=pm.config)
         with pytest.raises(KafkaError) as e:
-            append_records(services, part, truncated_batch(), NOW, None, 9)
-        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+            append_records(services, part, batch, NOW, None, 9)
         assert part.high_watermark == 0
+        return e.value.code
     finally:
         pm.close()
+
+
+def test_a_record_running_past_its_batch_is_corrupt(tmp_path: Path) -> None:
+    """Found by fuzz/record_batches.py: a batch with a valid CRC whose record runs past its end
+    failed with IndexError (UNKNOWN_SERVER_ERROR) where the timestamps are read; now
+    CORRUPT_MESSAGE, and nothing is appended."""
+    assert refused_append(tmp_path, READS_RECORDS, truncated_batch()) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) -> None:
@@ -76,19 +83,7 @@ def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) 
     data[22] = (data[22] & ~0x07) | 2  # attributes: snappy
     data[61:] = b"\xff" * (len(data) - 61)
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
-    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(NOW))
-    pm.open()
-    try:
-        pm.create_topic("t", 1, {"message.timestamp.before.max.ms": "1000"})
-        part = pm.partition("t", 0)
-        assert part is not None
-        services: Any = SimpleNamespace(config=pm.config)
-        with pytest.raises(KafkaError) as e:
-            append_records(services, part, bytes(data), NOW, None, 9)
-        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
-        assert part.high_watermark == 0
-    finally:
-        pm.close()
+    assert refused_append(tmp_path, READS_RECORDS, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_a_batch_of_an_unknown_codec_on_a_recompressing_topic_is_corrupt(tmp_path: Path) -> None:
@@ -98,16 +93,4 @@ def test_a_batch_of_an_unknown_codec_on_a_recompressing_topic_is_corrupt(tmp_pat
     data = bytearray(truncated_batch())
     data[22] = (data[22] & ~0x07) | 5
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
-    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(NOW))
-    pm.open()
-    try:
-        pm.create_topic("t", 1, {"compression.type": "lz4"})
-        part = pm.partition("t", 0)
-        assert part is not None
-        services: Any = SimpleNamespace(config=pm.config)
-        with pytest.raises(KafkaError) as e:
-            append_records(services, part, bytes(data), NOW, None, 9)
-        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
-        assert part.high_watermark == 0
-    finally:
-        pm.close()
+    assert refused_append(tmp_path, {"compression.type": "lz4"}, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
