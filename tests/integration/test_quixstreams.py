@@ -10,6 +10,7 @@ the consumer offsets commit together).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -44,8 +45,15 @@ QUIX_DEPS = [
     "jsonpath-ng>=1.7.0,<2",
     "httpx>=0.28.1",
     "typing-extensions>=4.8",
+    # confluent-kafka's schema registry client, which quixstreams' serializers import.
+    "authlib>=1.3",
+    "cachetools>=5.5",
 ]
-QUIX_DIR = Path(os.environ.get("KCOORD_TEST_CACHE", Path.home() / ".cache" / "kcoord-tests")) / QUIXSTREAMS
+# Named by what it holds, so a changed list installs afresh instead of reusing an older one.
+_DEPS_TAG = hashlib.sha1("\n".join(QUIX_DEPS).encode()).hexdigest()[:8]
+QUIX_DIR = Path(os.environ.get("KCOORD_TEST_CACHE", Path.home() / ".cache" / "kcoord-tests")) / (
+    f"{QUIXSTREAMS}-{_DEPS_TAG}"
+)
 COUNTER = Path(__file__).with_name("quix_counter.py")
 
 
