@@ -131,11 +131,14 @@ def test_kill_9_under_transactions_all_or_nothing(broker_factory: BrokerFactory,
     next_txn = dict.fromkeys(tids, 0)
     per_txn = 2 * len(partitions)
 
+    producers: list[KafkaProducer] = []
+
     def run(tid: str, stop: threading.Event) -> None:
         try:
             p = producer(b, tid)
         except Exception:
             return
+        producers.append(p)
         try:
             while not stop.is_set():
                 n = next_txn[tid]
@@ -167,8 +170,16 @@ def test_kill_9_under_transactions_all_or_nothing(broker_factory: BrokerFactory,
         wait_for(lambda start=start: all(next_txn[t] >= start[t] + 6 for t in tids), timeout=60)
         b.kill()
         stop.set()
+        # kafka-python's send_offsets_to_transaction waits without a timeout, so a thread caught
+        # in it would wait for ever: closing its producer stops the sender thread, after which no
+        # request of that producer (no late commit after the checks below) can reach the broker,
+        # and the thread may be left behind.
+        for p in producers:
+            with contextlib.suppress(Exception):
+                p.close(timeout=0)
+        producers.clear()
         for t in threads:
-            t.join(15)
+            t.join(2)
         b.start()
         # Right after the restart (markers of a transaction caught mid-completion may still be on
         # their way): nothing aborted or partial may be visible. A transaction open at the crash
