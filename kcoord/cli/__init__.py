@@ -109,10 +109,18 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
         raise click.UsageError(f"invalid configuration: {e}") from e
 
     from kcoord.logsetup import configure_logging
+    from kcoord.protocol.fields import RecordFormatError
     from kcoord.server.app import run_broker
 
     configure_logging(log_format, log_level)
-    run_broker(config)
+    try:
+        run_broker(config)
+    except RecordFormatError as e:
+        # A coordinator log that does not decode: serving would answer from a state that lacks
+        # what the log holds (committed offsets among it), so the broker stops and says where.
+        raise click.ClickException(
+            f"{e}. The log is left as it is: `kcoord log-dump --records <its directory>` shows it."
+        ) from e
 
 
 @main.command("log-dump")

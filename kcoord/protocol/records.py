@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c as _crc32c
 from kafka.record.default_records import DefaultRecordBatch
@@ -386,14 +387,37 @@ def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+# The smallest record: its length, attributes, timestamp and offset deltas, key and value lengths
+# and header count, one byte each.
+MIN_RECORD_SIZE = 7
+
+
+def check_records_count(h: BatchHeader, records_bytes: int) -> None:
+    """InvalidBatch unless ``records_bytes`` of records can hold the batch's record count: a
+    CRC-valid header claiming millions of records in a few bytes would otherwise keep a reader
+    going round the same bytes for as many (a CRC covers what was written, not that it is sound)."""
+    if h.records_count < 0 or h.records_count * MIN_RECORD_SIZE > records_bytes:
+        raise InvalidBatch(f"{h.records_count} records cannot fit in {records_bytes} bytes")
+
+
+def _decompressed(batch: bytes) -> list[Any]:
+    """The records of a compressed batch (kafka-python's codecs), or InvalidBatch when its
+    compression type is unknown or its payload does not decompress into records."""
+    try:
+        return list(DefaultRecordBatch(bytes(batch)))
+    except Exception as e:  # each codec raises errors of its own (ZstdError, lz4's RuntimeError, ...)
+        raise InvalidBatch(f"compressed records do not decompress: {type(e).__name__}: {e}") from e
+
+
 def iter_key_values(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record of a batch that starts at byte 0: iter_records for
     replay, which reads millions of records and needs no timestamps. Coordinator records have
     small lengths and deltas, so one-byte varints are decoded inline."""
     if h.compression:
-        for r in DefaultRecordBatch(bytes(batch)):
+        for r in _decompressed(batch):
             yield r.offset, r.key, r.value
         return
+    check_records_count(h, h.size - HEADER_SIZE)
     pos = HEADER_SIZE
     base = h.base_offset
     rv = _read_varint
@@ -436,14 +460,17 @@ def iter_key_values(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, bytes |
         value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
         pos = end  # headers are not used by coordinator records
         yield base + off_delta, key, value
+    if pos != h.size:
+        raise InvalidBatch(f"the batch's records end at byte {pos} of its {h.size}")
 
 
 def iter_records(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, timestamp, key, value) of every record of a batch that starts at byte 0."""
     if h.compression:
-        for r in DefaultRecordBatch(bytes(batch)):
+        for r in _decompressed(batch):
             yield r.offset, r.timestamp, r.key, r.value
         return
+    check_records_count(h, h.size - HEADER_SIZE)
     pos = HEADER_SIZE
     base, base_ts = h.base_offset, h.base_timestamp
     rv = _read_varint

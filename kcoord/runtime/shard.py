@@ -19,6 +19,7 @@ COMMIT or ABORT control batch). Start-up replay feeds both to the loaders in log
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
@@ -39,6 +40,10 @@ from kcoord.runtime.snapshot import (
 from kcoord.storage.log import Log
 
 K = TypeVar("K", bound=Hashable, contravariant=True)
+
+# What reading a record's fields out of bytes that are not that record raises (UnicodeDecodeError
+# and RecordFormatError are ValueErrors); anything else is a bug in a state's replay, not bad bytes.
+_UNDECODABLE = (ValueError, IndexError, struct.error, OverflowError)
 
 
 class Loader(Protocol):
@@ -160,6 +165,8 @@ Capture = tuple[int, int, dict[bytes, tuple[int, bytes | None]], list[Entry]]
 
 class CoordinatorShard(Generic[S]):
     __slots__ = (
+        "_loading_at",
+        "_loading_snapshot",
         "_snapshot_generation",
         "_snapshot_lock",
         "index",
@@ -181,6 +188,10 @@ class CoordinatorShard(Generic[S]):
         self.snapshot_offset = -1  # the end offset of the newest snapshot on disk (-1: none)
         self.snapshot_records = 0  # records the last load took from a snapshot
         self.replayed = 0  # records the last load replayed from the log
+        # Where load is (an offset, in the snapshot or the log), for the error it raises at a record
+        # it cannot read.
+        self._loading_at = -1
+        self._loading_snapshot = False
         # A snapshot written off the event loop is renamed into place only if no cleaning
         # invalidated snapshots meanwhile (the generation moves when one does).
         self._snapshot_lock = threading.Lock()
@@ -276,7 +287,26 @@ class CoordinatorShard(Generic[S]):
 
     def load(self, now: int, progress: Callable[[int], None] | None = None, use_snapshot: bool = True) -> int:
         """Replay the log into the state, from its newest usable snapshot on (if ``use_snapshot``);
-        returns the number of records read, from the snapshot and the log."""
+        returns the number of records read, from the snapshot and the log.
+
+        Bytes that do not decode into the records the state knows (a CRC-valid batch written
+        wrong, an unknown record type, a field that is not what its type says) raise
+        ``RecordFormatError`` naming the partition and the offset: the broker refuses to start
+        rather than serve a state that lost what the log holds, and the log stays as it is for
+        ``kcoord log-dump``.
+        """
+        self._loading_at = -1
+        self._loading_snapshot = False
+        try:
+            return self._load(now, progress, use_snapshot)
+        except _UNDECODABLE as e:
+            what = "its snapshot's record" if self._loading_snapshot else "the batch"
+            raise RecordFormatError(
+                f"cannot load {self.log.directory.name}: {what} at offset {self._loading_at} "
+                f"does not decode ({type(e).__name__}: {e})"
+            ) from e
+
+    def _load(self, now: int, progress: Callable[[int], None] | None, use_snapshot: bool) -> int:
         state = self.state
         registry = self.registry
         loaders = dict(state.loaders(registry, now))
@@ -301,7 +331,9 @@ class CoordinatorShard(Generic[S]):
             # a full replay would not see them either.
             floor = self.log.segments[0].base_offset
             entries = [e for e in snapshot.entries if e[0] >= floor]
+            self._loading_snapshot = True
             for at, pid, epoch, k, v in entries:
+                self._loading_at = at
                 loader = by_type.get(k[:2])
                 if loader is None:
                     raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
@@ -309,12 +341,15 @@ class CoordinatorShard(Generic[S]):
                     loader.feed(at, k, v)
                 else:
                     loader.feed_transactional(at, pid, epoch, k, v)
+            self._loading_snapshot = False
             latest.restore(entries)
             from_snapshot = len(entries)
             start = snapshot.end_offset
             self.snapshot_offset = snapshot.end_offset
         count = 0
         for h, data in self.log.batches(start):
+            # Per batch, not per record: the records of a batch are what its base offset names.
+            self._loading_at = h.base_offset
             if h.is_control:
                 commit, _epoch = batches.read_marker(data, h)
                 for loader in distinct:

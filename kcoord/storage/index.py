@@ -69,6 +69,11 @@ class _IndexFile:
                 self._fd = None
 
 
+# An index entry's offset is relative to its segment's base, in 32 bits: a segment holds offsets
+# base .. base + MAX_RELATIVE_OFFSET (a batch past that is corrupt, and appends roll before it).
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF
+
+
 class OffsetIndex(_IndexFile):
     ENTRY = struct.Struct(">ii")  # relative offset, file position
 

@@ -27,6 +27,7 @@ from kcoord.protocol import records
 from kcoord.protocol.records import BatchHeader
 from kcoord.storage.atomic import atomic_write
 from kcoord.storage.flush import Flusher
+from kcoord.storage.index import MAX_RELATIVE_OFFSET
 from kcoord.storage.segment import Segment
 from kcoord.storage.txn_index import AbortedTxn
 
@@ -242,7 +243,8 @@ class Log:
             raise RuntimeError(f"log {self.directory} is closed")
         size = len(data)
         incoming_ts = max(h.max_timestamp for h in headers)
-        if self._should_roll(size, incoming_ts, now_ms):
+        last_offset = self.log_end_offset + sum(h.last_offset_delta for h in headers) + len(headers) - 1
+        if self._should_roll(size, incoming_ts, now_ms, last_offset):
             self.roll()
         first = offset = self.log_end_offset
         for h in headers:
@@ -268,11 +270,15 @@ class Log:
         elif cfg.flush_ms < FLUSH_NEVER:
             self.flusher.flush_within(self, cfg.flush_ms)
 
-    def _should_roll(self, incoming: int, incoming_ts: int, now_ms: int) -> bool:
+    def _should_roll(self, incoming: int, incoming_ts: int, now_ms: int, last_offset: int) -> bool:
         seg = self.active
         if seg.size == 0:
             return False
         if seg.size + incoming > self.config.segment_bytes:
+            return True
+        if last_offset - seg.base_offset > MAX_RELATIVE_OFFSET:
+            # The offset index holds offsets relative to the segment's base in 32 bits (compressed
+            # batches of tiny records can get there before the size limit), as Kafka rolls too.
             return True
         first_ts = seg.first_batch_timestamp
         waited = incoming_ts - first_ts if first_ts is not None and first_ts >= 0 else 0

@@ -150,6 +150,7 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
 
 
 def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
+    records.check_records_count(h, len(body))
     pos = 0
     base, base_ts = h.base_offset, h.base_timestamp
     append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None

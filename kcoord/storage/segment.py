@@ -10,7 +10,7 @@ import structlog
 
 from kcoord.protocol import records
 from kcoord.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch
-from kcoord.storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from kcoord.storage.txn_index import TransactionIndex
 
 log = structlog.get_logger(__name__)
@@ -137,6 +137,7 @@ class Segment:
                 or h.magic != 2
                 or h.base_offset < self.next_offset
                 or h.last_offset_delta < 0
+                or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
             ):
                 break
             if verify and records.crc_of(os.pread(self.fd, h.size, pos), 0, h.size) != h.crc:

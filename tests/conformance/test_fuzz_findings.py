@@ -4,6 +4,7 @@ artifact in tests/data/fuzz/ (fuzz/README.md says how they are made)."""
 from __future__ import annotations
 
 import struct
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,8 +18,12 @@ from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.fields import RecordFormatError
+from kcoord.runtime.runtime import CoordinatorRuntime
+from kcoord.server.coordinators import group_runtime, metadata_runtime, transaction_runtime
 from kcoord.storage.flush import Flusher
-from tests.harness import BrokerProcess, api_versions_ok
+from kcoord.storage.segment import segment_name
+from tests.harness import REPO, BrokerFactory, BrokerProcess, api_versions_ok
 
 NOW = 1_700_000_000_000
 READS_RECORDS = {"message.timestamp.before.max.ms": "1000"}  # the timestamp check reads each record
@@ -94,3 +99,89 @@ def test_a_batch_of_an_unknown_codec_on_a_recompressing_topic_is_corrupt(tmp_pat
     data[22] = (data[22] & ~0x07) | 5
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     assert refused_append(tmp_path, {"compression.type": "lz4"}, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
+
+
+# --- fuzz/coordinator_logs.py: segments of the coordinator logs, as the target wrote them to disk ----
+def open_coordinator(tmp_path: Path, topic: str, finding: str) -> CoordinatorRuntime[Any]:
+    """The production runtime of ``topic`` (one partition) opened over the finding's segment, as
+    the broker opens it after an unclean shutdown."""
+    directory = tmp_path / f"{topic}-0"
+    directory.mkdir()
+    (directory / (segment_name(0) + ".log")).write_bytes((FINDINGS / f"{finding}.log").read_bytes())
+    config = BrokerConfig(
+        log_dirs=str(tmp_path), offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1
+    )
+    flusher, clock = Flusher("os"), ManualClock(NOW)
+    runtime: CoordinatorRuntime[Any]
+    if topic == "__consumer_offsets":
+        topics: Any = SimpleNamespace(version=0, lookup=lambda _name: None)
+        runtime = group_runtime(config, flusher, clock, topics, lambda _t: None)
+    elif topic == "__transaction_state":
+        runtime = transaction_runtime(config, flusher, clock, lambda: 1000, lambda _job: None)
+    else:
+        runtime = metadata_runtime(config, flusher, clock)
+    try:
+        runtime.open(unclean=True)
+    finally:
+        for shard in runtime.shards:
+            shard.log.close()
+    return runtime
+
+
+@pytest.mark.parametrize(
+    ("topic", "finding", "offset", "cause"),
+    [
+        # A group's member id that is not UTF-8: UnicodeDecodeError out of the group record's reader.
+        ("__consumer_offsets", "coordinator-log-group-member-id-not-utf8", 2, "UnicodeDecodeError"),
+        # Compression type 7 (there is none): kafka-python's UnsupportedCodecError.
+        ("__cluster_metadata", "coordinator-log-unknown-codec", 0, "InvalidBatch"),
+        # A batch claiming 50 M records in a few hundred bytes: its reader went round the same
+        # bytes for every one of them (a hang of minutes).
+        ("__consumer_offsets", "coordinator-log-records-count-past-the-batch", 3, "InvalidBatch"),
+        # A zstd batch whose records are not zstd data: zstandard's ZstdError.
+        ("__transaction_state", "coordinator-log-zstd-garbage", 0, "InvalidBatch"),
+    ],
+)
+def test_a_coordinator_record_that_does_not_decode_refuses_the_load_and_says_where(
+    tmp_path: Path, topic: str, finding: str, offset: int, cause: str
+) -> None:
+    """Found by fuzz/coordinator_logs.py: CRC-valid batches whose records do not decode escaped
+    the load as the decoder's own exception (UnicodeDecodeError, UnsupportedCodecError, ZstdError)
+    with no word of where; now RecordFormatError naming the partition, the offset and the cause
+    (``kcoord serve`` stops with it, below), and the segment is left as it was."""
+    before = (FINDINGS / f"{finding}.log").read_bytes()
+    with pytest.raises(RecordFormatError) as e:
+        open_coordinator(tmp_path, topic, finding)
+    assert str(e.value).startswith(
+        f"cannot load {topic}-0: the batch at offset {offset} does not decode ({cause}"
+    )
+    assert (tmp_path / f"{topic}-0" / (segment_name(0) + ".log")).read_bytes() == before
+
+
+def test_a_batch_past_the_offset_range_of_its_segment_is_a_torn_tail(tmp_path: Path) -> None:
+    """Found by fuzz/coordinator_logs.py: a CRC-valid batch whose last offset is more than 2^31
+    past its segment's base (the offset index holds 32-bit relative offsets) made the log's
+    recovery fail with struct.error while writing the index; recovery now stops at it, as at any
+    batch that cannot belong there, and cuts the tail off (the batch is the segment's first)."""
+    runtime = open_coordinator(tmp_path, "__transaction_state", "coordinator-log-offset-past-segment-range")
+    assert runtime.shards[0].log.log_end_offset == 0
+    assert (tmp_path / "__transaction_state-0" / (segment_name(0) + ".log")).stat().st_size == 0
+
+
+def test_kcoord_serve_refuses_to_start_on_a_coordinator_log_that_does_not_decode(
+    broker_factory: BrokerFactory,
+) -> None:
+    """The broker stops with the partition, the offset and how to look at it, exit status 1,
+    instead of a traceback, and leaves the log as it was."""
+    broker = broker_factory(start=False)
+    directory = broker.data_dir / "__consumer_offsets-0"
+    directory.mkdir(parents=True)
+    segment = directory / (segment_name(0) + ".log")
+    segment.write_bytes((FINDINGS / "coordinator-log-group-member-id-not-utf8.log").read_bytes())
+    before = segment.read_bytes()
+    done = subprocess.run(broker.command(), capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Error: cannot load __consumer_offsets-0: the batch at offset 2 does not decode" in done.stderr
+    assert "kcoord log-dump --records" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert segment.read_bytes() == before

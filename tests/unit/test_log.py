@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from kcoord.protocol import records
 from kcoord.storage.log import OffsetOutOfRange
 from kcoord.storage.segment import segment_name
-from tests.unit.logutil import T0, append, batch_bases, decode, open_log, read_all
+from tests.unit.logutil import T0, append, batch_bases, build_batch, decode, open_log, read_all
 
 
 def seg_files(d: Path, suffix: str = ".log") -> list[str]:
@@ -103,6 +104,24 @@ def test_a_batch_larger_than_segment_bytes_gets_a_segment_of_its_own(tmp_path: P
     append(log, [T0] * 5, value_size=100)
     append(log, [T0] * 5, value_size=100)
     assert [s.base_offset for s in log.segments] == [0, 5]
+
+
+def test_roll_before_an_offset_the_index_cannot_hold(tmp_path: Path) -> None:
+    """The offset index keeps offsets relative to the segment's base in 32 bits: a batch reaching
+    past that (a compressed batch of tiny records can claim 2^31 of them in few bytes) goes to a
+    new segment, as Kafka rolls, however small the segment still is."""
+    log = open_log(tmp_path)
+    append(log, [T0])
+    recs = [(b"k", b"v", T0)]
+    data = bytearray(build_batch(recs))
+    struct.pack_into(">i", data, 23, 0x7FFFFFFF)  # lastOffsetDelta: 2^31 offsets in one batch
+    struct.pack_into(">I", data, 17, records.crc_of(data, 0, len(data)))
+    log.append(data, list(records.iter_headers(data)), T0)
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    assert log.log_end_offset == 1 + 0x80000000
+    log.close()
+    reopened = open_log(tmp_path, unclean=True)
+    assert reopened.log_end_offset == 1 + 0x80000000
 
 
 def test_roll_by_time_uses_the_first_batch_timestamp(tmp_path: Path) -> None:
