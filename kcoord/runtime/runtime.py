@@ -403,7 +403,11 @@ class CoordinatorRuntime(Generic[S]):
             def progress(records: int, name: str = lg.directory.name, before: int = before) -> None:
                 log.info("replaying coordinator log", partition=name, records=before + records)
 
-            total += shard.load(now, progress)
+            try:
+                total += shard.load(now, progress)
+            except BaseException:
+                lg.close()  # the broker stops; an embedding program (tests) may go on
+                raise
             from_snapshot += shard.snapshot_records
             self.load_seconds.append(time.monotonic() - loading)
             self.shards.append(shard)
