@@ -82,6 +82,8 @@ class Metrics:
         self.stats: dict[MetricKey, AvgMax] = {}
         self.gauges: dict[MetricKey, Callable[[], float]] = {}
         self.requests = RequestMetrics()
+        # Kafka's socket-server-metrics group (the network layer's, per listener), read at scrape.
+        self.socket_server: dict[MetricKey, Callable[[], float]] = {}
 
     def meter(self, name: str, t: Tags) -> Meter:
         m = self.meters.get((name, t))  # not setdefault: no Meter built per call on hot paths
@@ -97,6 +99,9 @@ class Metrics:
 
     def gauge(self, name: str, t: Tags, read: Callable[[], float]) -> None:
         self.gauges[(name, t)] = read
+
+    def socket_server_gauge(self, name: str, t: Tags, read: Callable[[], float]) -> None:
+        self.socket_server[(name, t)] = read
 
     def snapshot(self) -> dict[MetricKey, float]:
         now = self.clock.now_ms()

@@ -10,11 +10,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.wire import Conn
 
@@ -233,3 +235,15 @@ def wait_assigned(consumer: Any, n: int) -> None:
         consumer.unsubscribe()
         consumer.subscribe(topics)
     assert len(consumer.assignment()) == n
+
+
+def socket_server_metrics(http_port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The socket-server-metrics samples of /metrics, as Prometheus parses them."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {
+        (s.name.removeprefix("kafka_server_socket_server_metrics_"), frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("kafka_server_socket_server_metrics_")
+    }

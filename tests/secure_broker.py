@@ -31,6 +31,7 @@ class SecureBroker:
     client_cert_file: Path  # certificate chain of the client
     client_key_file: Path
     client_pem_file: Path  # key and chain in one file
+    http_port: int  # the operations endpoint (/metrics)
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
@@ -91,5 +92,12 @@ def make_secure_broker(root: Path, extra: dict[str, str] | None = None) -> Secur
     }
     config = root / "server.toml"
     config.write_text("".join(f"{_toml_string(k)} = {_toml_string(v)}\n" for k, v in lines.items()))
-    b.extra_args = ["--config", str(config), "--listeners", listeners]
-    return SecureBroker(b, ports, ca_file, client_cert, client_key, client_pem)
+    http_port = free_port()
+    b.extra_args = [
+        "--config",
+        str(config),
+        "--listeners",
+        listeners,
+        f"--http-listeners=http://127.0.0.1:{http_port}",
+    ]
+    return SecureBroker(b, ports, ca_file, client_cert, client_key, client_pem, http_port)

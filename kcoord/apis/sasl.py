@@ -47,7 +47,7 @@ class SaslConnection(Protocol):
 
     def authenticated(self, principal: KafkaPrincipal, session_lifetime_ms: int) -> None: ...
 
-    def close_after_answer(self, reason: str) -> None: ...
+    def failed_authentication(self, reason: str) -> None: ...
 
 
 def _authenticator(ctx: RequestContext) -> SaslAuthenticator | None:
@@ -65,7 +65,7 @@ def handle_handshake(services: Services, ctx: RequestContext, req: Any) -> Any:
         log.warning(
             "SASL mechanism not enabled", peer=conn.peer, listener=conn.listener, mechanism=req.mechanism
         )
-        conn.close_after_answer(f"unsupported SASL mechanism {req.mechanism}")
+        conn.failed_authentication(f"unsupported SASL mechanism {req.mechanism}")
         return resp(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
     return resp(error_code=ErrorCode.NONE, mechanisms=enabled)
 
@@ -91,7 +91,7 @@ def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> An
             mechanism=auth.mechanism,
             reason=e.detail,
         )
-        conn.close_after_answer(f"failed authentication with SASL mechanism {auth.mechanism}")
+        conn.failed_authentication(f"failed authentication with SASL mechanism {auth.mechanism}")
         return resp(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
             error_message=e.message,

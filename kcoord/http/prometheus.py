@@ -16,6 +16,11 @@ How the names are made (JMX exporter, ``lowercaseOutputName: true``; names sanit
   ``offset-commit-count`` -> ``kafka_server_group_coordinator_metrics_offset_commit_count``,
   ``group-count{protocol=classic}`` -> ``..._group_count{protocol="classic"}``. Here the counts
   of meters stay untyped, as the exporter shows them; every other value is a gauge.
+- socket-server-metrics (per listener, Kafka Metrics too) by the same default naming:
+  ``kafka_server_socket_server_metrics_connection_count{listener,networkprocessor}``, and the
+  ``connection_creation_total``, ``connection_close_total``, ``successful_authentication_total``,
+  ``failed_authentication_total`` counts; ``connection_refused_total{reason}`` (per_ip, broker)
+  is kcoord's own (Kafka's acceptor waits for a free slot where kcoord closes the excess).
 - RequestMetrics are Yammer metrics, named by the rules of ``kafka-2_0_0.yml``:
   ``kafka.network<type=RequestMetrics, name=RequestsPerSec, request=.., version=..><>Count``
   -> ``kafka_network_requestmetrics_requests_total{request,version}`` (counter), ErrorsPerSec ->
@@ -45,6 +50,7 @@ from kcoord.metrics import REQUEST_TIME_BUCKETS_MS, Metrics, RequestMetrics
 from kcoord.protocol.errors import ErrorCode
 
 GROUP_COORDINATOR = "kafka_server_group_coordinator_metrics_"
+SOCKET_SERVER = "kafka_server_socket_server_metrics_"
 REQUEST_METRICS = "kafka_network_requestmetrics_"
 LOG = "kafka_log_log_"
 
@@ -69,6 +75,23 @@ def group_coordinator_metrics(metrics: Metrics) -> Iterator[Metric]:
                 kind,
             )
         family.add_sample(family.name, {safe_name(k): v for k, v in tags}, float(value))
+    yield from families.values()
+
+
+def socket_server_metrics(metrics: Metrics) -> Iterator[Metric]:
+    """``kafka.server:type=socket-server-metrics`` by the exporter's default naming, as the group
+    coordinator's: ``connection-count{listener,networkProcessor}`` ->
+    ``kafka_server_socket_server_metrics_connection_count{listener,networkprocessor}``; the
+    ``-total`` counts untyped as the exporter shows them."""
+    families: dict[str, Metric] = {}
+    for (name, t), read in sorted(metrics.socket_server.items(), key=lambda kv: kv[0]):
+        family = families.get(name)
+        if family is None:
+            kind = "unknown" if name.endswith("-total") else "gauge"
+            family = families[name] = Metric(
+                SOCKET_SERVER + safe_name(name), f"kafka.server:type=socket-server-metrics {name}", kind
+            )
+        family.add_sample(family.name, {safe_name(k): v for k, v in t}, float(read()))
     yield from families.values()
 
 
@@ -180,6 +203,7 @@ class KcoordCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         metrics = self.services.metrics
         yield from group_coordinator_metrics(metrics)
+        yield from socket_server_metrics(metrics)
         yield from request_metrics(metrics.requests)
         yield from log_metrics(self.services)
         yield from lag_metrics(self.services)

@@ -25,11 +25,13 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from kcoord.config import Endpoint
+from kcoord.metrics import Metrics, tags
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
@@ -112,12 +114,14 @@ class KafkaConnection(asyncio.Protocol):
         if peer:
             self.peer_host = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
+        stats = self.server.stats[self.listener]
         refused = self.server.quotas.accept(self.peer_host)
         if refused is not None:
             log.warning("connection refused", peer=self.peer, listener=self.listener, reason=refused)
             self._closing = True
             transport.close()
             return
+        stats.created += 1
         self._counted = True
         self.server.connections.add(self)
         security = self.security
@@ -137,11 +141,14 @@ class KafkaConnection(asyncio.Protocol):
         if not der:
             return  # no certificate (ssl.client.auth none or requested): User:ANONYMOUS
         dn = certificate_dn(der)
+        stats = self.server.stats[self.listener]
         try:
             name = security.principal_mapper.name(dn)
         except ValueError as e:
+            stats.failed_authentication += 1
             self._abort(f"ssl.principal.mapping.rules: {e}")
             return
+        stats.authenticated += 1
         self.principal = KafkaPrincipal(USER_TYPE, name)
         log.info(
             "TLS client authenticated", peer=self.peer, listener=self.listener, principal=str(self.principal)
@@ -151,6 +158,7 @@ class KafkaConnection(asyncio.Protocol):
     def authenticated(self, principal: KafkaPrincipal, session_lifetime_ms: int = 0) -> None:
         if self.authenticator is not None:
             self._sasl_mechanism = self.authenticator.mechanism
+        self.server.stats[self.listener].authenticated += 1
         self.principal = principal
         self.authenticator = None
         self.max_frame = self.server.max_frame_bytes
@@ -176,14 +184,16 @@ class KafkaConnection(asyncio.Protocol):
             return False
         return True
 
-    def close_after_answer(self, reason: str) -> None:
+    def failed_authentication(self, reason: str) -> None:
         """Close once the answer being made was written, after Kafka's delay
         (``connection.failed.authentication.delay.ms``) so failing again costs the client time."""
+        self.server.stats[self.listener].failed_authentication += 1
         self._close_after_answer = reason
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         if self._counted:
+            self.server.stats[self.listener].closed += 1
             self._counted = False
             self.server.quotas.release(self.peer_host)
         self.server.connections.discard(self)
@@ -328,7 +338,7 @@ class KafkaConnection(asyncio.Protocol):
                 mechanism=auth.mechanism,
                 reason=e.detail,
             )
-            self._close_after_answer = f"failed authentication with SASL mechanism {auth.mechanism}"
+            self.failed_authentication(f"failed authentication with SASL mechanism {auth.mechanism}")
             self._close_delayed(out)
             return False
         out.append(_SIZE.pack(len(answer)) + answer)
@@ -484,6 +494,37 @@ class ShutdownSignal:
             waiter()
 
 
+@dataclass(slots=True)
+class ListenerStats:
+    """What Kafka's socket-server-metrics count per listener."""
+
+    created: int = 0
+    closed: int = 0
+    authenticated: int = 0
+    failed_authentication: int = 0
+
+    def connection_count(self) -> int:
+        return self.created - self.closed
+
+
+def register_socket_server_metrics(metrics: Metrics, server: KafkaServer) -> None:
+    """Kafka's socket-server-metrics, per listener (one network thread: ``networkProcessor`` 0),
+    plus the connections the quotas closed at accept, by reason (kcoord's own: Kafka's acceptor
+    waits for a free slot where kcoord closes the excess)."""
+    for name, stats in server.stats.items():
+        t = tags(listener=name, networkProcessor="0")
+        metrics.socket_server_gauge("connection-count", t, stats.connection_count)
+        metrics.socket_server_gauge("connection-creation-total", t, lambda s=stats: s.created)
+        metrics.socket_server_gauge("connection-close-total", t, lambda s=stats: s.closed)
+        metrics.socket_server_gauge("successful-authentication-total", t, lambda s=stats: s.authenticated)
+        metrics.socket_server_gauge("failed-authentication-total", t, lambda s=stats: s.failed_authentication)
+    refused = server.quotas.refused
+    for reason in ("per_ip", "broker"):
+        metrics.socket_server_gauge(
+            "connection-refused-total", tags(reason=reason), lambda r=reason: refused[r]
+        )
+
+
 class KafkaServer:
     def __init__(
         self,
@@ -503,6 +544,7 @@ class KafkaServer:
         self.endpoints = endpoints
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[KafkaConnection] = set()
+        self.stats = {ep.name: ListenerStats() for ep in endpoints}
         self.bound: dict[str, tuple[str, int]] = {}
         self.shutdown = shutdown or ShutdownSignal()
         self._servers: list[asyncio.Server] = []

@@ -19,7 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from kcoord.protocol.messages import ApiKey, request_class
-from tests.harness import track_broker
+from tests.harness import socket_server_metrics, track_broker
 from tests.secure_broker import CLIENT_DN, USERS, SecureBroker, make_secure_broker
 from tests.wire import Conn
 
@@ -207,6 +207,8 @@ def _assert_broker_serves(sb: SecureBroker) -> None:
 def test_wrong_password_kafka_python(
     secure: SecureBroker, unique_topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    listener = frozenset({("listener", "SASL_PLAINTEXT"), ("networkprocessor", "0")})
+    before = socket_server_metrics(secure.http_port)
     # kafka-python retries the bootstrap connection until its timeout and reports each refusal.
     with pytest.raises(KafkaError):
         KafkaProducer(bootstrap_timeout_ms=2000, **_kafka_python_sasl(secure, "wrong"))  # type: ignore[arg-type]
@@ -216,6 +218,12 @@ def test_wrong_password_kafka_python(
     producer = KafkaProducer(**_kafka_python_sasl(secure))  # type: ignore[arg-type]
     producer.send(unique_topic, b"after").get(30)
     producer.close()
+    # Kafka's socket-server-metrics count both outcomes on the listener.
+    after = socket_server_metrics(secure.http_port)
+    failed = ("failed_authentication_total", listener)
+    succeeded = ("successful_authentication_total", listener)
+    assert after[failed] >= before.get(failed, 0) + 1
+    assert after[succeeded] >= before.get(succeeded, 0) + 1
 
 
 async def test_wrong_password_aiokafka(secure: SecureBroker, caplog: pytest.LogCaptureFixture) -> None:

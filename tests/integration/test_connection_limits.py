@@ -13,7 +13,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from kcoord.protocol.messages import ApiKey, request_class
-from tests.harness import BrokerFactory, BrokerProcess
+from tests.harness import BrokerFactory, BrokerProcess, free_port, socket_server_metrics
 from tests.wire import Conn, fetch_request, request_header
 
 
@@ -44,7 +44,10 @@ def rss_mb(pid: int) -> int:
 
 
 def test_max_connections_per_ip_refuses_the_excess_and_serves_the_rest(broker_factory: BrokerFactory) -> None:
-    broker = broker_factory(["--max-connections-per-ip", "3"])
+    http_port = free_port()
+    broker = broker_factory(
+        ["--max-connections-per-ip", "3", f"--http-listeners=http://127.0.0.1:{http_port}"]
+    )
     held = [served(broker) for _ in range(3)]
     assert refused(broker)
     for conn in held:  # the connections within the limit are still served
@@ -53,6 +56,15 @@ def test_max_connections_per_ip_refuses_the_excess_and_serves_the_rest(broker_fa
     time.sleep(0.2)
     held.append(served(broker))  # a slot freed by a close is usable again
     assert "Too many connections from 127.0.0.1 (maximum = 3)" in broker.log_text()
+    # What an operator sees: three connections open; the harness's readiness probe and the one
+    # closed above were created and closed; one refused at accept (never created).
+    listener = frozenset({("listener", "PLAINTEXT"), ("networkprocessor", "0")})
+    m = socket_server_metrics(http_port)
+    assert m[("connection_count", listener)] == 3
+    assert m[("connection_creation_total", listener)] == 5
+    assert m[("connection_close_total", listener)] == 2
+    assert m[("connection_refused_total", frozenset({("reason", "per_ip")}))] == 1
+    assert m[("connection_refused_total", frozenset({("reason", "broker")}))] == 0
     for conn in held:
         conn.close()
 
