@@ -8,6 +8,7 @@ protocol to any broker and import nothing of kcoord's broker. ``serve`` takes ev
 
 from __future__ import annotations
 
+import importlib
 import os
 import types
 import typing
@@ -57,7 +58,31 @@ def _config_options(func: Any) -> Any:
     return func
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """Subcommands named by "module:attribute", imported when run or listed: ``kcoord serve``
+    does not load the admin clients' modules (kafka-python's admin, rich tables), which took
+    about a fifth of the broker's start."""
+
+    def __init__(self, *args: Any, lazy_subcommands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = lazy_subcommands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_subcommands])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.lazy_subcommands.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, attribute = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands={"groups": "kcoord.cli.groups:groups", "topics": "kcoord.cli.topics:topics"},
+)
 @click.version_option(package_name="kcoord")
 def main() -> None:
     """kcoord: a lightweight Kafka-compatible coordination broker."""
@@ -146,16 +171,6 @@ def log_dump(path: Path, records: bool) -> None:
         for line in dump_path(path, records_too=records, progress=lambda n: bar.advance(task, n)):
             console.print(line, markup=False, soft_wrap=True)
 
-
-def _register_clients() -> None:
-    from kcoord.cli.groups import groups
-    from kcoord.cli.topics import topics
-
-    main.add_command(groups)
-    main.add_command(topics)
-
-
-_register_clients()
 
 if __name__ == "__main__":
     main()
