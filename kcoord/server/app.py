@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -18,7 +18,6 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
-from kcoord.http.server import OpsHttp, OpsServer
 from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
@@ -38,6 +37,9 @@ from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
+
+if TYPE_CHECKING:
+    from kcoord.http.server import OpsServer
 
 log = structlog.get_logger(__name__)
 
@@ -119,7 +121,13 @@ class Broker:
         self.transactions.after_run.append(self.server.write_ready)
         self.metadata.after_run.append(self.server.write_ready)
         self.server.add_close_listener(self.share.connection_closed)
-        self.ops = OpsServer(OpsHttp(self.services, self.status), config.http_endpoints())
+        self.ops: OpsServer | None = None
+        if config.http_endpoints():
+            # Imported only with an endpoint to serve: aiohttp, jinja2 and prometheus_client are
+            # a fifth of what the broker imports (bench and test brokers run without one).
+            from kcoord.http.server import OpsHttp, OpsServer
+
+            self.ops = OpsServer(OpsHttp(self.services, self.status), config.http_endpoints())
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self.started = asyncio.Event()
@@ -149,7 +157,8 @@ class Broker:
         meta = load_or_create_meta(data_dir, self.node_id)
         self.cluster_id = meta["cluster.id"]
         # Up before the replay: a probe gets 503 "starting" rather than a refused connection.
-        await self.ops.start()
+        if self.ops is not None:
+            await self.ops.start()
         # Loading builds millions of objects and frees almost none: no cyclic GC meanwhile.
         gc_was_enabled = gc.isenabled()
         gc.disable()
@@ -187,7 +196,7 @@ class Broker:
             data_dir=str(data_dir),
             flush_policy=self.config.log_flush_policy,
             listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.server.bound.items()],
-            http=[f"http://{h}:{p}" for h, p in self.ops.bound],
+            http=[f"http://{h}:{p}" for h, p in (self.ops.bound if self.ops is not None else [])],
         )
         self.started.set()
 
@@ -198,7 +207,8 @@ class Broker:
             await self.server.stop()
         except TimeoutError:
             log.warning("in-flight requests did not finish before shutdown")
-        await self.ops.stop()
+        if self.ops is not None:
+            await self.ops.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

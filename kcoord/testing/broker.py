@@ -75,7 +75,7 @@ class BrokerThread:
         await broker.start()
         try:
             self.host, self.port = next(iter(broker.server.bound.values()))
-            if broker.ops.bound:
+            if broker.ops is not None and broker.ops.bound:
                 host, port = broker.ops.bound[0]
                 self.http_url = f"http://{host}:{port}"
             self._ready.set()

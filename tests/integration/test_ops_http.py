@@ -20,6 +20,7 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
 from kcoord.config import BrokerConfig
+from kcoord.http.server import OpsHttp
 from kcoord.server.app import Broker
 from kcoord.testing.broker import BrokerThread
 from tests.harness import BrokerProcess, free_port, shared_broker, wait_assigned
@@ -189,7 +190,7 @@ def test_health_is_503_until_the_broker_is_ready(tmp_path: Any) -> None:
                 await broker.start()
             elif step == "stopped":
                 await broker.stop()
-            response = broker.ops.app.health()
+            response = OpsHttp(broker.services, broker.status).health()
             assert response.body is not None
             seen.append((response.status, json.loads(bytes(response.body))))  # type: ignore[arg-type]
         return seen
