@@ -36,7 +36,6 @@ from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
 from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from kcoord.security.ssl_principal import certificate_dn
 from kcoord.server.connection_quotas import ConnectionQuotas
 from kcoord.server.dispatcher import Dispatcher, Frame
 from kcoord.server.listeners import ListenerSecurity
@@ -140,6 +139,8 @@ class KafkaConnection(asyncio.Protocol):
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         if not der:
             return  # no certificate (ssl.client.auth none or requested): User:ANONYMOUS
+        from kcoord.security.distinguished_names import certificate_dn  # cryptography: on first use
+
         dn = certificate_dn(der)
         stats = self.server.stats[self.listener]
         try:

@@ -28,11 +28,12 @@ from kcoord.security.credentials import (
     credential_from_salted_password,
     salted_password,
 )
+from kcoord.security.distinguished_names import rfc2253_name
 from kcoord.security.errors import SaslAuthenticationFailed, SaslCredentialsRefused
 from kcoord.security.jaas import JaasConfigError, parse_jaas_config
 from kcoord.security.sasl_plain import PlainServer, parse_plain_token, plain_users
 from kcoord.security.scram import ScramServer
-from kcoord.security.ssl_principal import SslPrincipalMapper, rfc2253_name
+from kcoord.security.ssl_principal import SslPrincipalMapper
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
