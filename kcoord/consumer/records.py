@@ -355,6 +355,8 @@ class _Spec:
     decoded value becomes the value class."""
 
     __slots__ = (
+        "_key_data",
+        "_value_data",
         "decode_key_fields",
         "decode_value_fields",
         "encode_key_fields",
@@ -385,8 +387,21 @@ class _Spec:
         # kafka-python's compiled codecs of the schemas (what its ApiMessage uses for requests):
         # ApiData's own encode/decode walk the schema per field, 4x slower. They read and write
         # the dataclasses above directly, by field name.
-        key_data = schema_class(schema + "Key")
-        value_data = schema_class(schema + "Value")
+        self._key_data = schema_class(schema + "Key")
+        self._value_data = value_data = schema_class(schema + "Value")
+        self.value_versions = range(value_data.max_version + 1)
+        # Compiled on first use (a broker without KIP-848 groups never needs them; compiling all
+        # of them was 5% of the broker's imports): each of these compiles every codec of the
+        # type, puts the compiled ones in their place and calls its own.
+        self.encode_key_fields: Callable[..., Any] = lambda *a: self._compile().encode_key_fields(*a)
+        self.decode_key_fields: Callable[..., Any] = lambda *a: self._compile().decode_key_fields(*a)
+        self.encode_value_fields: Callable[..., Any] = lambda *a: self._compile().encode_value_fields(*a)
+        self.decode_value_fields: tuple[Callable[..., Any], ...] = tuple(
+            (lambda *a, v=v: self._compile().decode_value_fields[v](*a)) for v in self.value_versions
+        )
+
+    def _compile(self) -> _Spec:
+        key_data, value_data = self._key_data, self._value_data
         # A key is not flexible and has one version: 0 in Kafka 4.x's schemas, the record type in
         # the older ones (before KAFKA-18301) that some of the copied files still are.
         key_version = key_data.max_version
@@ -396,7 +411,6 @@ class _Spec:
         self.decode_key_fields = key_data._struct.compiled_decode_from(
             key_version, compact=False, tagged=False, data_class=key_data
         )
-        self.value_versions = range(value_data.max_version + 1)
         flexible = [value_data.flexible_version_q(v) for v in self.value_versions]
         self.encode_value_fields = value_data._struct.compiled_encode_into(
             VALUE_VERSION, compact=flexible[VALUE_VERSION], tagged=flexible[VALUE_VERSION]
@@ -405,6 +419,7 @@ class _Spec:
             value_data._struct.compiled_decode_from(v, compact=f, tagged=f, data_class=value_data)
             for v, f in zip(self.value_versions, flexible, strict=True)
         )
+        return self
 
     def encode(self, key: Any, value: Any) -> tuple[bytes, bytes | None]:
         with EncodeBufferPool.acquire() as out:
