@@ -62,6 +62,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def compile_kcoord() -> None:
+    """Byte-compile kcoord's modules as ``pip install`` does for a user's installation.
+
+    A checkout run under ``PYTHONDONTWRITEBYTECODE`` (these machines set it) compiles every
+    module from source at each start: a third of the imports' instructions (3.42 G against 2.26 G
+    with the bytecode), which an installed broker never pays. Start-up rows measure the latter.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("kcoord")
+    assert spec is not None and spec.submodule_search_locations
+    for location in spec.submodule_search_locations:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", location], check=True)
+
+
 def kcoord_cmd(
     port: int | str, log_dir: str | Path, extra: list[str] | None = None, http_setting: bool = True
 ) -> list[str]:

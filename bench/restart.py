@@ -21,7 +21,9 @@ A restart is a start after a clean shutdown: the first start on the prepared dir
 the whole log (the offline writer leaves no coordinator snapshot; its time is printed as the
 full-replay figure) and its clean shutdown writes the snapshots (docs/coordinator-records.md).
 Each timed start then works on a fresh copy of that directory (page cache warm: this measures
-replay, not the disk), starts ``kcoord serve`` with its defaults, and polls OffsetFetch v2 of a
+replay, not the disk), starts ``kcoord serve`` with its defaults (its modules byte-compiled first,
+as an installed kcoord's are: a checkout under PYTHONDONTWRITEBYTECODE would compile them at every
+start), and polls OffsetFetch v2 of a
 group in the last coordinator partition (replayed last) every 2 ms until it answers without error
 with the expected offset. kcoord's own "loaded coordinator partitions" log line gives the replay
 share and how many records came from the log rather than a snapshot. Prints one line per start
@@ -232,6 +234,7 @@ def run(
     per_batch: int = 10,
     via_kload: bool = False,
 ) -> dict[str, Any]:
+    common.compile_kcoord()  # the bytecode an installed kcoord starts from
     out = out or Path(tempfile.mkdtemp(prefix="kcoord-restart-bench-"))
     logdir = out / "logs"
     logdir.mkdir(parents=True, exist_ok=True)
