@@ -300,10 +300,13 @@ class CoordinatorShard(Generic[S]):
         try:
             return self._load(now, progress, use_snapshot)
         except _UNDECODABLE as e:
-            what = "its snapshot's record" if self._loading_snapshot else "the batch"
+            if self._loading_at < 0:  # a loader that decodes what it held at the end (offsets)
+                what = "one of its records"
+            else:
+                what = "its snapshot's record" if self._loading_snapshot else "the batch"
+                what += f" at offset {self._loading_at}"
             raise RecordFormatError(
-                f"cannot load {self.log.directory.name}: {what} at offset {self._loading_at} "
-                f"does not decode ({type(e).__name__}: {e})"
+                f"cannot load {self.log.directory.name}: {what} does not decode ({type(e).__name__}: {e})"
             ) from e
 
     def _load(self, now: int, progress: Callable[[int], None] | None, use_snapshot: bool) -> int:
@@ -387,6 +390,7 @@ class CoordinatorShard(Generic[S]):
                     lt.pop(key, None)
                 else:
                     lt[key] = (offset, value)
+        self._loading_at = -1
         for loader in distinct:
             loader.finish()
         state.loaded(now)

@@ -18,8 +18,10 @@ from kcoord.apis.produce import append_records
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import PartitionManager
+from kcoord.groups.records import OffsetCommitKey, encode_offset_key
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.fields import RecordFormatError
+from kcoord.protocol.records import build_batch
 from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.server.coordinators import group_runtime, metadata_runtime, transaction_runtime
 from kcoord.storage.flush import Flusher
@@ -189,3 +191,22 @@ def test_kcoord_serve_refuses_to_start_on_a_coordinator_log_that_does_not_decode
     assert "kcoord log-dump --records" in done.stderr
     assert "Traceback" not in done.stderr
     assert segment.read_bytes() == before
+
+
+def test_an_offset_commit_that_does_not_decode_names_its_partition(tmp_path: Path) -> None:
+    """The refusal of the findings above for the loader that decodes what it held at the end of the
+    load (offset commits: no offset to name), from a value of an unknown version."""
+    directory = tmp_path / "__consumer_offsets-0"
+    directory.mkdir()
+    key = encode_offset_key(OffsetCommitKey("g", "t", 0))
+    value = b"\x00\x63" + bytes(20)  # version 99
+    (directory / (segment_name(0) + ".log")).write_bytes(bytes(build_batch([(key, value)], NOW)))
+    config = BrokerConfig(log_dirs=str(tmp_path), offsets_topic_num_partitions=1)
+    topics: Any = SimpleNamespace(version=0, lookup=lambda _name: None)
+    runtime = group_runtime(config, Flusher("os"), ManualClock(NOW), topics, lambda _t: None)
+    with pytest.raises(RecordFormatError) as e:
+        runtime.open(unclean=True)
+    assert str(e.value) == (
+        "cannot load __consumer_offsets-0: one of its records does not decode "
+        "(RecordFormatError: unknown offset commit value version 99)"
+    )
