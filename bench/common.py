@@ -123,6 +123,18 @@ def find_tansu() -> tuple[str | None, str]:
     return None, f"no Tansu binary ({how} tried: {', '.join(tried)}); set KCOORD_TANSU to its binary"
 
 
+def rss_mb(pid: int) -> float | None:
+    """A process's resident memory (VmRSS) in MB; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def port_open(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2):

@@ -23,14 +23,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import free_port, kcoord_cmd, log, port_open, raise_fd_limit, roundtrip, stop_process
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from bench.common import (
+    free_port,
+    kcoord_cmd,
+    log,
+    port_open,
+    raise_fd_limit,
+    roundtrip,
+    rss_mb,
+    stop_process,
+)
 
 
 def latencies(port: int, n: int = 200) -> tuple[float, float]:

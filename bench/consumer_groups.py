@@ -959,7 +959,7 @@ def consumer_repeat(
                 raise SystemExit(f"kcoord does not serve api {key} v{want} (advertises {lo}-{hi})")
         topic_id = create_topic(broker.port, TOPIC, args.partitions)
         rec = _run_async(_consumer_run(broker.port, broker.pid, args, topic_id, profile_raw))
-        rec["rss_mb"] = _rss_mb(broker.pid)
+        rec["rss_mb"] = common.rss_mb(broker.pid)
     except (RuntimeError, TimeoutError, ConnectionError, ValueError) as e:
         rec = {"error": f"{type(e).__name__}: {e}"}
     finally:
@@ -976,17 +976,6 @@ def _run_async(coro: Any) -> Any:
         return uvloop.run(coro)
     except ImportError:
         return asyncio.run(coro)
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 def classic_repeat(args: argparse.Namespace, out: Path, rep: int) -> dict[str, Any]:

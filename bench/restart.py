@@ -197,11 +197,7 @@ def time_start(
             proc = subprocess.Popen(common.kcoord_cmd(port, data), stdout=out, stderr=subprocess.STDOUT)
         try:
             t1, offset = common.wait_offset_fetch(port, group, TOPIC, partition, time.monotonic() + 300, proc)
-            rss = None
-            with open(f"/proc/{proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        rss = int(line.split()[1]) / 1024
+            rss = common.rss_mb(proc.pid)
         finally:
             common.stop_process(proc, 60)
         text = logpath.read_text(errors="replace")

@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as ``python bench/run.py``
 
 from bench import common, durability
 
-WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "share")
+WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "memory", "share")
 # Only when named in --workloads: not part of the default run.
 OPTIONAL_WORKLOADS = ("consumer-groups", "transactions")
 REBALANCE_TARGET_MS = 200.0
@@ -572,6 +572,12 @@ def main(argv: list[str] | None = None) -> int:
         from bench import restart
 
         restart_result = restart.run(records=args.restart_records, runs=args.restart_runs, out=out)
+    memory_result = None
+    if "memory" in args.workloads:
+        from bench import memory
+
+        memory_result = memory.run(out=out / "logs")
+        common.log(memory.describe(memory_result))
     share_result = None
     if "share" in args.workloads:
         from bench import share
@@ -602,7 +608,9 @@ def main(argv: list[str] | None = None) -> int:
         txn = transactions.run(txn_args, out)
         txn_result = {"rows": txn["rows"], "problems": txn["problems"], "records": txn["records"]}
         common.log(txn["table"])
-    text = report(out, matrix, args.repeats, restart_result, share_result, crashes, cg_result, txn_result)
+    text = report(
+        out, matrix, args.repeats, restart_result, share_result, crashes, cg_result, txn_result, memory_result
+    )
     meta["finished"] = datetime.datetime.now().isoformat()
     meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -630,6 +638,22 @@ def restart_cells(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def memory_cells(r: dict[str, Any]) -> list[str]:
+    from bench.memory import TARGET_MB, describe
+
+    worst = max(r.get("filled_mb") or 0.0, r.get("restarted_mb") or 0.0)
+    return [
+        f"memory {r['groups']:,} groups x {r['partitions']} partitions",
+        "MB RSS (commits / restart)",
+        f"{fmt(r.get('filled_mb'), 0)} / {fmt(r.get('restarted_mb'), 0)}",
+        *["-"] * 9,
+        fmt(worst, 0),
+        "-",
+        f"<= {TARGET_MB:.0f} MB (10k x 10)",
+        describe(r).rsplit(": ", 1)[1],
+    ]
+
+
 def report(
     out: Path,
     matrix: list[tuple[str, str, str]],
@@ -639,6 +663,7 @@ def report(
     crashes: list[str],
     consumer_groups: dict[str, Any] | None = None,
     transactions: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> str:
     """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
     raw = out / "raw.jsonl"
@@ -648,6 +673,8 @@ def report(
     sync = meta.get("durability")
     rows = summarise(matrix, recs, sync["floor_us"] if sync else None)
     extra = [restart_cells(restart_result)] if restart_result else []
+    if memory is not None:
+        extra.append(memory_cells(memory))
     if share is not None:
         extra.append(share if isinstance(share, list) else share_cells(share))
     if consumer_groups is not None:

@@ -45,14 +45,6 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _rss_mb(pid: int) -> float | None:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return None
-
-
 def build_probe(logdir: Path) -> tuple[str | None, str]:
     """(classpath with ShareProbe compiled, or None; why not)."""
     if shutil.which("java") is None or shutil.which("javac") is None:
@@ -162,7 +154,7 @@ def run(
             timeout=600,
         )
         cpu_s, wall = _cpu_s(broker.pid) - cpu0, time.monotonic() - t0
-        rss = _rss_mb(broker.pid)
+        rss = common.rss_mb(broker.pid)
         (logdir / "share-consumers.log").write_text(probe.stdout + probe.stderr)
         line = next((x for x in probe.stdout.splitlines() if x.startswith("@@ BENCH ")), None)
         if probe.returncode != 0 or line is None:

@@ -95,14 +95,6 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float | None:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return None
-
-
 def build_mockpeer() -> tuple[str | None, str]:
     """(path of mockpeer built against the installed confluent-kafka wheel's librdkafka, or None; why)."""
     try:
@@ -402,7 +394,7 @@ def run_ctp(peer: Peer, n: int, args: argparse.Namespace, tag: str) -> dict[str,
         "broker_cores": broker / args.duration,
         "client_cpu_us_per_txn": client / txns * 1e6,
         "wraps": sum(o["wraps"] for o in outs),
-        "rss_mb": rss_mb(peer.pid),
+        "rss_mb": common.rss_mb(peer.pid),
     }
 
 
