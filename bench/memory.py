@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,20 +70,23 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="kcoord-memory-data-"))
     log = out / "memory-kcoord.log"
-    proc, port = _start(data, log)
     try:
-        empty = common.rss_mb(proc.pid)
-        filled_run = _kload(port, proc.pid, groups, partitions)
-        time.sleep(0.5)  # let the flusher and the snapshot writer settle
-        filled = common.rss_mb(proc.pid)
+        proc, port = _start(data, log)
+        try:
+            empty = common.rss_mb(proc.pid)
+            filled_run = _kload(port, proc.pid, groups, partitions)
+            time.sleep(0.5)  # let the flusher and the snapshot writer settle
+            filled = common.rss_mb(proc.pid)
+        finally:
+            common.stop_process(proc, 60)
+        proc, port = _start(data, log)
+        try:
+            restarted_run = _kload(port, proc.pid, groups, partitions)
+            restarted = common.rss_mb(proc.pid)
+        finally:
+            common.stop_process(proc, 60)
     finally:
-        common.stop_process(proc, 60)
-    proc, port = _start(data, log)
-    try:
-        restarted_run = _kload(port, proc.pid, groups, partitions)
-        restarted = common.rss_mb(proc.pid)
-    finally:
-        common.stop_process(proc, 60)
+        shutil.rmtree(data, ignore_errors=True)
     return {
         "groups": groups,
         "partitions": partitions,
