@@ -277,7 +277,9 @@ public class SecurityProbe {
             } catch (ExecutionException e) {
                 t = e.getCause();
             } catch (org.apache.kafka.common.KafkaException e) {
-                t = e;
+                // send() after InitProducerId already failed throws at once ("...in an error
+                // state") with the fatal error as its cause; before, the future fails with it.
+                t = e.getCause() != null ? e.getCause() : e;
             }
             check(t instanceof ClusterAuthorizationException,
                 "an idempotent producer is ClusterAuthorizationException: " + t);
