@@ -179,7 +179,7 @@ def test_kill_9_under_transactions_all_or_nothing(broker_factory: BrokerFactory,
                 p.close(timeout=0)
         producers.clear()
         for t in threads:
-            t.join(2)
+            t.join(0.2)
         b.start()
         # Right after the restart (markers of a transaction caught mid-completion may still be on
         # their way): nothing aborted or partial may be visible. A transaction open at the crash

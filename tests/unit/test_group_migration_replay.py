@@ -227,5 +227,5 @@ class MigrationMachine(RuleBasedStateMachine):
 
 TestGroupMigrationReplay = MigrationMachine.TestCase
 TestGroupMigrationReplay.settings = settings(
-    max_examples=150, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

@@ -195,7 +195,7 @@ class TxnOffsets(RuleBasedStateMachine):
 
 TestTxnOffsetsReplay = TxnOffsets.TestCase
 TestTxnOffsetsReplay.settings = settings(
-    max_examples=150,
+    max_examples=100,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
