@@ -165,8 +165,6 @@ Capture = tuple[int, int, dict[bytes, tuple[int, bytes | None]], list[Entry]]
 
 class CoordinatorShard(Generic[S]):
     __slots__ = (
-        "_loading_at",
-        "_loading_snapshot",
         "_snapshot_generation",
         "_snapshot_lock",
         "index",
@@ -188,10 +186,6 @@ class CoordinatorShard(Generic[S]):
         self.snapshot_offset = -1  # the end offset of the newest snapshot on disk (-1: none)
         self.snapshot_records = 0  # records the last load took from a snapshot
         self.replayed = 0  # records the last load replayed from the log
-        # Where load is (an offset, in the snapshot or the log), for the error it raises at a record
-        # it cannot read.
-        self._loading_at = -1
-        self._loading_snapshot = False
         # A snapshot written off the event loop is renamed into place only if no cleaning
         # invalidated snapshots meanwhile (the generation moves when one does).
         self._snapshot_lock = threading.Lock()
@@ -295,21 +289,6 @@ class CoordinatorShard(Generic[S]):
         rather than serve a state that lost what the log holds, and the log stays as it is for
         ``kcoord log-dump``.
         """
-        self._loading_at = -1
-        self._loading_snapshot = False
-        try:
-            return self._load(now, progress, use_snapshot)
-        except _UNDECODABLE as e:
-            if self._loading_at < 0:  # a loader that decodes what it held at the end (offsets)
-                what = "one of its records"
-            else:
-                what = "its snapshot's record" if self._loading_snapshot else "the batch"
-                what += f" at offset {self._loading_at}"
-            raise RecordFormatError(
-                f"cannot load {self.log.directory.name}: {what} does not decode ({type(e).__name__}: {e})"
-            ) from e
-
-    def _load(self, now: int, progress: Callable[[int], None] | None, use_snapshot: bool) -> int:
         state = self.state
         registry = self.registry
         loaders = dict(state.loaders(registry, now))
@@ -329,70 +308,77 @@ class CoordinatorShard(Generic[S]):
             if use_snapshot
             else None
         )
-        if snapshot is not None:
-            # Records below the first segment are gone from the log (retention, DeleteRecords):
-            # a full replay would not see them either.
-            floor = self.log.segments[0].base_offset
-            entries = [e for e in snapshot.entries if e[0] >= floor]
-            self._loading_snapshot = True
-            for at, pid, epoch, k, v in entries:
-                self._loading_at = at
-                loader = by_type.get(k[:2])
-                if loader is None:
-                    raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
-                if pid == NO_PRODUCER:
-                    loader.feed(at, k, v)
-                else:
-                    loader.feed_transactional(at, pid, epoch, k, v)
-            self._loading_snapshot = False
-            latest.restore(entries)
-            from_snapshot = len(entries)
-            start = snapshot.end_offset
-            self.snapshot_offset = snapshot.end_offset
-        count = 0
-        for h, data in self.log.batches(start):
-            # Per batch, not per record: the records of a batch are what its base offset names.
-            self._loading_at = h.base_offset
-            if h.is_control:
-                commit, _epoch = batches.read_marker(data, h)
-                for loader in distinct:
-                    loader.end_transaction(h.base_offset, h.producer_id, h.producer_epoch, commit)
-                latest.end_transaction(h.producer_id, commit)
-                continue
-            # Defensive: a snapshot ends at a batch boundary, and a cleaning across it deletes it.
-            partial = h.base_offset < start
-            if h.is_transactional:
+        where, at = "its snapshot's record", -1
+        try:
+            if snapshot is not None:
+                # Records below the first segment are gone from the log (retention, DeleteRecords):
+                # a full replay would not see them either.
+                floor = self.log.segments[0].base_offset
+                entries = [e for e in snapshot.entries if e[0] >= floor]
+                for at, pid, epoch, k, v in entries:
+                    loader = by_type.get(k[:2])
+                    if loader is None:
+                        raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
+                    if pid == NO_PRODUCER:
+                        loader.feed(at, k, v)
+                    else:
+                        loader.feed_transactional(at, pid, epoch, k, v)
+                latest.restore(entries)
+                from_snapshot = len(entries)
+                start = snapshot.end_offset
+                self.snapshot_offset = snapshot.end_offset
+            count = 0
+            where = "the batch"
+            for h, data in self.log.batches(start):
+                # Per batch, not per record: the records of a batch are what its base offset names.
+                at = h.base_offset
+                if h.is_control:
+                    commit, _epoch = batches.read_marker(data, h)
+                    for loader in distinct:
+                        loader.end_transaction(h.base_offset, h.producer_id, h.producer_epoch, commit)
+                    latest.end_transaction(h.producer_id, commit)
+                    continue
+                # Defensive: a snapshot ends at a batch boundary, and a cleaning across it deletes it.
+                partial = h.base_offset < start
+                if h.is_transactional:
+                    for offset, key, value in batches.iter_key_values(data, h):
+                        if key is None or (partial and offset < start):
+                            continue
+                        count += 1
+                        txn_loader = by_type.get(key[:2])
+                        if txn_loader is None:
+                            raise RecordFormatError(
+                                f"unknown record type {record_type(key)} at offset {offset}"
+                            )
+                        txn_loader.feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
+                        latest.transactional(offset, h.producer_id, h.producer_epoch, key, value)
+                    continue
+                if progress is not None and (count // LOAD_PROGRESS_EVERY) != (
+                    (count + h.records_count) // LOAD_PROGRESS_EVERY
+                ):
+                    progress(count + h.records_count)
                 for offset, key, value in batches.iter_key_values(data, h):
                     if key is None or (partial and offset < start):
                         continue
                     count += 1
-                    txn_loader = by_type.get(key[:2])
-                    if txn_loader is None:
+                    feed = feeders.get(key[:2])
+                    if feed is None:
                         raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
-                    txn_loader.feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
-                    latest.transactional(offset, h.producer_id, h.producer_epoch, key, value)
-                continue
-            if progress is not None and (count // LOAD_PROGRESS_EVERY) != (
-                (count + h.records_count) // LOAD_PROGRESS_EVERY
-            ):
-                progress(count + h.records_count)
-            for offset, key, value in batches.iter_key_values(data, h):
-                if key is None or (partial and offset < start):
-                    continue
-                count += 1
-                feed = feeders.get(key[:2])
-                if feed is None:
-                    raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
-                feed(offset, key, value)
-                if pending_keys:  # an open transaction: the general path
-                    latest.plain(offset, key, value)
-                elif value is None:
-                    lt.pop(key, None)
-                else:
-                    lt[key] = (offset, value)
-        self._loading_at = -1
-        for loader in distinct:
-            loader.finish()
+                    feed(offset, key, value)
+                    if pending_keys:  # an open transaction: the general path
+                        latest.plain(offset, key, value)
+                    elif value is None:
+                        lt.pop(key, None)
+                    else:
+                        lt[key] = (offset, value)
+            where, at = "one of its records", -1  # a loader that decodes what it held at the end
+            for loader in distinct:
+                loader.finish()
+        except _UNDECODABLE as e:
+            place = where if at < 0 else f"{where} at offset {at}"
+            raise RecordFormatError(
+                f"cannot load {self.log.directory.name}: {place} does not decode ({type(e).__name__}: {e})"
+            ) from e
         state.loaded(now)
         self.snapshot_records = from_snapshot
         self.replayed = count
