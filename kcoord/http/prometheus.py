@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from kcoord.apis.services import Services
 from kcoord.http import views
-from kcoord.metrics import REQUEST_TIME_BUCKETS_MS, Metrics, RequestMetrics
+from kcoord.metrics import REQUEST_TIME_BUCKETS_MS, MetricKey, Metrics, RequestMetrics
 from kcoord.protocol.errors import ErrorCode
 
 GROUP_COORDINATOR = "kafka_server_group_coordinator_metrics_"
@@ -62,20 +62,30 @@ def safe_name(name: str) -> str:
     return _UNSAFE.sub("_", name).lower()
 
 
-def group_coordinator_metrics(metrics: Metrics) -> Iterator[Metric]:
-    meter_counts = {name + "-count" for name, _ in metrics.meters}
+def _default_named(
+    prefix: str, mbean_type: str, samples: Iterable[tuple[MetricKey, float]], untyped: set[str]
+) -> Iterator[Metric]:
+    """Kafka Metrics of one MBean type as the JMX exporter's default naming shows them: one family
+    per metric, ``<prefix><metric>`` with the tags as labels; ``untyped`` names are counts the
+    exporter leaves untyped, the rest gauges."""
     families: dict[str, Metric] = {}
-    for (name, tags), value in sorted(metrics.snapshot().items()):
+    for (name, t), value in sorted(samples, key=lambda kv: kv[0]):
         family = families.get(name)
         if family is None:
-            kind = "unknown" if name in meter_counts else "gauge"
-            family = families[name] = Metric(
-                GROUP_COORDINATOR + safe_name(name),
-                f"kafka.server:type=group-coordinator-metrics {name}",
-                kind,
-            )
-        family.add_sample(family.name, {safe_name(k): v for k, v in tags}, float(value))
+            kind = "unknown" if name in untyped else "gauge"
+            family = families[name] = Metric(prefix + safe_name(name), f"{mbean_type} {name}", kind)
+        family.add_sample(family.name, {safe_name(k): v for k, v in t}, float(value))
     yield from families.values()
+
+
+def group_coordinator_metrics(metrics: Metrics) -> Iterator[Metric]:
+    meter_counts = {name + "-count" for name, _ in metrics.meters}
+    yield from _default_named(
+        GROUP_COORDINATOR,
+        "kafka.server:type=group-coordinator-metrics",
+        metrics.snapshot().items(),
+        meter_counts,
+    )
 
 
 def socket_server_metrics(metrics: Metrics) -> Iterator[Metric]:
@@ -83,16 +93,9 @@ def socket_server_metrics(metrics: Metrics) -> Iterator[Metric]:
     coordinator's: ``connection-count{listener,networkProcessor}`` ->
     ``kafka_server_socket_server_metrics_connection_count{listener,networkprocessor}``; the
     ``-total`` counts untyped as the exporter shows them."""
-    families: dict[str, Metric] = {}
-    for (name, t), read in sorted(metrics.socket_server.items(), key=lambda kv: kv[0]):
-        family = families.get(name)
-        if family is None:
-            kind = "unknown" if name.endswith("-total") else "gauge"
-            family = families[name] = Metric(
-                SOCKET_SERVER + safe_name(name), f"kafka.server:type=socket-server-metrics {name}", kind
-            )
-        family.add_sample(family.name, {safe_name(k): v for k, v in t}, float(read()))
-    yield from families.values()
+    samples = [(key, read()) for key, read in metrics.socket_server.items()]
+    totals = {name for (name, _), _ in samples if name.endswith("-total")}
+    yield from _default_named(SOCKET_SERVER, "kafka.server:type=socket-server-metrics", samples, totals)
 
 
 def _error_name(code: int) -> str:
