@@ -32,7 +32,8 @@ from kcoord.server.coordinators import (
 )
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.listeners import build_listener_security
-from kcoord.server.server import KafkaServer, ShutdownSignal, register_socket_server_metrics
+from kcoord.server.server import KafkaServer, ShutdownSignal
+from kcoord.server.socket_metrics import register_socket_server_metrics
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
 from kcoord.storage.flush import Flusher
@@ -115,7 +116,7 @@ class Broker:
             ),
             config.connections_max_idle_ms,
         )
-        register_socket_server_metrics(self.metrics, self.server)
+        register_socket_server_metrics(self.metrics, self.server.stats, self.server.quotas.refused)
         self.flusher.after_round.append(self.server.write_ready)
         self.groups.after_run.append(self.server.write_ready)
         self.transactions.after_run.append(self.server.write_ready)

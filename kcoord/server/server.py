@@ -25,13 +25,11 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from kcoord.config import Endpoint
-from kcoord.metrics import Metrics, tags
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
@@ -39,6 +37,7 @@ from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from kcoord.server.connection_quotas import ConnectionQuotas
 from kcoord.server.dispatcher import Dispatcher, Frame
 from kcoord.server.listeners import ListenerSecurity
+from kcoord.server.socket_metrics import ListenerStats
 
 log = structlog.get_logger(__name__)
 
@@ -493,37 +492,6 @@ class ShutdownSignal:
         waiters, self._waiters = self._waiters, set()
         for waiter in waiters:
             waiter()
-
-
-@dataclass(slots=True)
-class ListenerStats:
-    """What Kafka's socket-server-metrics count per listener."""
-
-    created: int = 0
-    closed: int = 0
-    authenticated: int = 0
-    failed_authentication: int = 0
-
-    def connection_count(self) -> int:
-        return self.created - self.closed
-
-
-def register_socket_server_metrics(metrics: Metrics, server: KafkaServer) -> None:
-    """Kafka's socket-server-metrics, per listener (one network thread: ``networkProcessor`` 0),
-    plus the connections the quotas closed at accept, by reason (kcoord's own: Kafka's acceptor
-    waits for a free slot where kcoord closes the excess)."""
-    for name, stats in server.stats.items():
-        t = tags(listener=name, networkProcessor="0")
-        metrics.socket_server_gauge("connection-count", t, stats.connection_count)
-        metrics.socket_server_gauge("connection-creation-total", t, lambda s=stats: s.created)
-        metrics.socket_server_gauge("connection-close-total", t, lambda s=stats: s.closed)
-        metrics.socket_server_gauge("successful-authentication-total", t, lambda s=stats: s.authenticated)
-        metrics.socket_server_gauge("failed-authentication-total", t, lambda s=stats: s.failed_authentication)
-    refused = server.quotas.refused
-    for reason in ("per_ip", "broker"):
-        metrics.socket_server_gauge(
-            "connection-refused-total", tags(reason=reason), lambda r=reason: refused[r]
-        )
 
 
 class KafkaServer:
