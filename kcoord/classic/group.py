@@ -25,7 +25,7 @@ from enum import Enum
 from kcoord.classic.member import NEW_MEMBER_JOIN_TIMEOUT_MS, Member
 from kcoord.classic.records import GroupMetadataKey, GroupMetadataValue
 from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
-from kcoord.groups.records import OffsetCommitValue
+from kcoord.groups.records import OffsetCommitValue, commit_time
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.outcome import Outcome, Record, Responder
 
@@ -125,12 +125,12 @@ class ClassicGroup:
         if self.is_in(GroupState.DEAD):
             return None
         if not self.protocol_type:
-            return _commit_time
+            return commit_time
         if self.is_in(GroupState.EMPTY):
             empty_since = self.state_timestamp
-            return _commit_time if empty_since < 0 else (lambda _v: empty_since)
+            return commit_time if empty_since < 0 else (lambda _v: empty_since)
         if self.is_in(GroupState.STABLE) and self.subscribed_topics() is not None:
-            return _commit_time
+            return commit_time
         return None
 
     # --- persistence -------------------------------------------------------------------
@@ -637,7 +637,3 @@ def select_protocol(members: Sequence[Sequence[str]]) -> str:
     if not order:
         raise ValueError("the members share no protocol")
     return max(order, key=lambda p: (votes[p], -order.index(p)))
-
-
-def _commit_time(value: OffsetCommitValue) -> int:
-    return value.commit_timestamp

@@ -56,7 +56,7 @@ from kcoord.consumer.records import (
 )
 from kcoord.consumer.subscriptions import regex_error, subscription_hash
 from kcoord.groups.migration import MigrationPolicy
-from kcoord.groups.records import OffsetCommitValue
+from kcoord.groups.records import OffsetCommitValue, commit_time
 from kcoord.groups.topics import TopicsView
 from kcoord.protocol.errors import ErrorCode
 from kcoord.runtime.deadlines import Deadlines
@@ -188,7 +188,7 @@ class ConsumerGroup:
         )
 
     def offset_expiration_base(self) -> Callable[[OffsetCommitValue], int] | None:
-        return None if self.dead else _commit_time
+        return None if self.dead else commit_time
 
     def validate_offset_commit(
         self,
@@ -940,7 +940,3 @@ def _owns_subset(owned: Mapping[uuid.UUID, Collection[int]] | None, member: Cons
         if assigned is None or any(p not in assigned for p in parts):
             return False
     return True
-
-
-def _commit_time(value: OffsetCommitValue) -> int:
-    return value.commit_timestamp

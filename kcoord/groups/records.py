@@ -60,6 +60,11 @@ class OffsetCommitValue:
     expire_timestamp: int | None = None  # only in value v1 (a retention time was given)
 
 
+def commit_time(value: OffsetCommitValue) -> int:
+    """An offset's retention base when its group chooses none other (KIP-211): its commit time."""
+    return value.commit_timestamp
+
+
 # A group commits the same topics over and over: the key up to the partition is encoded once.
 @functools.lru_cache(maxsize=1 << 14)
 def _offset_key_prefix(group: str, topic: str) -> bytes:
