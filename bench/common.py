@@ -143,6 +143,24 @@ def port_open(port: int) -> bool:
         return False
 
 
+def start_kcoord(
+    data_dir: Path, log_path: Path, timeout: float = 120.0
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``kcoord serve`` on a free port over ``data_dir`` (output appended to ``log_path``), once
+    it accepts connections: (process, port)."""
+    port = free_port()
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(kcoord_cmd(port, data_dir), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while not port_open(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                stop_process(proc, 10)
+            raise SystemExit(f"kcoord did not start; see {log_path}")
+        time.sleep(0.05)
+    return proc, port
+
+
 def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 30.0) -> None:
     """SIGTERM (kcoord's clean shutdown), then SIGKILL if it has not exited within ``timeout``."""
     proc.send_signal(signal.SIGTERM)

@@ -33,18 +33,6 @@ TARGET_MB = 150.0  # issue 15, with 10 k groups x 10 partitions committed
 TARGET_GROUPS, TARGET_PARTITIONS = 10_000, 10
 
 
-def _start(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = common.free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(common.kcoord_cmd(port, data), stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not common.port_open(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"kcoord did not start; see {log}")
-        time.sleep(0.05)
-    return proc, port
-
-
 def _kload(port: int, pid: int, groups: int, partitions: int) -> dict[str, Any]:
     k = subprocess.run(
         [
@@ -71,7 +59,7 @@ def run(
     data = Path(tempfile.mkdtemp(prefix="kcoord-memory-data-"))
     log = out / "memory-kcoord.log"
     try:
-        proc, port = _start(data, log)
+        proc, port = common.start_kcoord(data, log)
         try:
             empty = common.rss_mb(proc.pid)
             filled_run = _kload(port, proc.pid, groups, partitions)
@@ -79,7 +67,7 @@ def run(
             filled = common.rss_mb(proc.pid)
         finally:
             common.stop_process(proc, 60)
-        proc, port = _start(data, log)
+        proc, port = common.start_kcoord(data, log)
         try:
             restarted_run = _kload(port, proc.pid, groups, partitions)
             restarted = common.rss_mb(proc.pid)

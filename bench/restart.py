@@ -135,15 +135,8 @@ def build_via_kload(data_dir: Path, records: int, logdir: Path) -> tuple[str, in
     chunk = 0
     rate = 25_000.0  # records/s, a first guess; measured after each chunk
     while total < records:
-        port = common.free_port()
-        with open(logdir / f"restart-fill-{chunk}.log", "w") as out:
-            proc = subprocess.Popen(common.kcoord_cmd(port, data_dir), stdout=out, stderr=subprocess.STDOUT)
+        proc, port = common.start_kcoord(data_dir, logdir / f"restart-fill-{chunk}.log")
         try:
-            deadline = time.monotonic() + 120
-            while not common.port_open(port):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"kcoord did not start; see {logdir}/restart-fill-{chunk}.log")
-                time.sleep(0.05)
             seconds = max(1.0, min(120.0, 1.1 * (records - total) / rate))
             k = subprocess.run(
                 [

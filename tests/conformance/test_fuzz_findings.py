@@ -105,12 +105,12 @@ def test_a_batch_of_an_unknown_codec_on_a_recompressing_topic_is_corrupt(tmp_pat
 
 
 # --- fuzz/coordinator_logs.py: segments of the coordinator logs, as the target wrote them to disk ----
-def open_coordinator(tmp_path: Path, topic: str, finding: str) -> CoordinatorRuntime[Any]:
-    """The production runtime of ``topic`` (one partition) opened over the finding's segment, as
-    the broker opens it after an unclean shutdown."""
+def open_coordinator(tmp_path: Path, topic: str, segment: bytes) -> CoordinatorRuntime[Any]:
+    """The production runtime of ``topic`` (one partition) opened over ``segment``, as the broker
+    opens it after an unclean shutdown."""
     directory = tmp_path / f"{topic}-0"
     directory.mkdir()
-    (directory / (segment_name(0) + ".log")).write_bytes((FINDINGS / f"{finding}.log").read_bytes())
+    (directory / (segment_name(0) + ".log")).write_bytes(segment)
     config = BrokerConfig(
         log_dirs=str(tmp_path), offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1
     )
@@ -155,7 +155,7 @@ def test_a_coordinator_record_that_does_not_decode_refuses_the_load_and_says_whe
     before = (FINDINGS / f"{finding}.log").read_bytes()
     fds = len(os.listdir("/proc/self/fd"))
     with pytest.raises(RecordFormatError) as e:
-        open_coordinator(tmp_path, topic, finding)
+        open_coordinator(tmp_path, topic, before)
     # The failed partition's log is closed (the fuzz target ran out of descriptors after 10 k).
     assert len(os.listdir("/proc/self/fd")) == fds
     assert str(e.value).startswith(
@@ -169,7 +169,8 @@ def test_a_batch_past_the_offset_range_of_its_segment_is_a_torn_tail(tmp_path: P
     past its segment's base (the offset index holds 32-bit relative offsets) made the log's
     recovery fail with struct.error while writing the index; recovery now stops at it, as at any
     batch that cannot belong there, and cuts the tail off (the batch is the segment's first)."""
-    runtime = open_coordinator(tmp_path, "__transaction_state", "coordinator-log-offset-past-segment-range")
+    segment = (FINDINGS / "coordinator-log-offset-past-segment-range.log").read_bytes()
+    runtime = open_coordinator(tmp_path, "__transaction_state", segment)
     assert runtime.shards[0].log.log_end_offset == 0
     assert (tmp_path / "__transaction_state-0" / (segment_name(0) + ".log")).stat().st_size == 0
 
@@ -196,16 +197,10 @@ def test_kcoord_serve_refuses_to_start_on_a_coordinator_log_that_does_not_decode
 def test_an_offset_commit_that_does_not_decode_names_its_partition(tmp_path: Path) -> None:
     """The refusal of the findings above for the loader that decodes what it held at the end of the
     load (offset commits: no offset to name), from a value of an unknown version."""
-    directory = tmp_path / "__consumer_offsets-0"
-    directory.mkdir()
     key = encode_offset_key(OffsetCommitKey("g", "t", 0))
     value = b"\x00\x63" + bytes(20)  # version 99
-    (directory / (segment_name(0) + ".log")).write_bytes(bytes(build_batch([(key, value)], NOW)))
-    config = BrokerConfig(log_dirs=str(tmp_path), offsets_topic_num_partitions=1)
-    topics: Any = SimpleNamespace(version=0, lookup=lambda _name: None)
-    runtime = group_runtime(config, Flusher("os"), ManualClock(NOW), topics, lambda _t: None)
     with pytest.raises(RecordFormatError) as e:
-        runtime.open(unclean=True)
+        open_coordinator(tmp_path, "__consumer_offsets", bytes(build_batch([(key, value)], NOW)))
     assert str(e.value) == (
         "cannot load __consumer_offsets-0: one of its records does not decode "
         "(RecordFormatError: unknown offset commit value version 99)"
