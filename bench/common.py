@@ -1,5 +1,6 @@
-"""What the benchmark scripts share: paths, building kload, starting kcoord, finding Tansu, and a
-few hand-encoded requests (ApiVersions, OffsetFetch) for probes that kload does not make.
+"""What the benchmark scripts share: paths, building kload and librdkafka's mock (mockpeer),
+starting kcoord, finding Tansu, and a few hand-encoded requests (ApiVersions, OffsetFetch) for
+probes that kload does not make.
 
 Stdlib only (plus kcoord itself for the offline log writer in restart.py).
 """
@@ -46,6 +47,37 @@ def build_kload() -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"building kload failed:\n{proc.stdout}{proc.stderr}")
     return BUILD_DIR
+
+
+def build_mockpeer() -> tuple[str | None, str]:
+    """(path of mockpeer built against the installed confluent-kafka wheel's librdkafka, or None; why)."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return None, "confluent-kafka is not installed"
+    libdir = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    libs = sorted(libdir.glob("librdkafka-*.so.1"))
+    if not libs:
+        return None, f"no librdkafka in {libdir}"
+    build_kload()  # the build dir and its src link
+    proc = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(BUILD_DIR),
+            "-f",
+            str(KLOAD_DIR / "Makefile"),
+            f"RDK_LIBDIR={libdir}",
+            f"RDK_LIB={libs[0]}",
+            "mockpeer",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        return None, f"building mockpeer failed: {(proc.stdout + proc.stderr).strip()[-300:]}"
+    return str(BUILD_DIR / "mockpeer"), "built"
 
 
 def raise_fd_limit() -> None:

@@ -11,8 +11,9 @@ appends them: ``kcoord.groups.records`` (offset commit key, value v3),
 ``kcoord.protocol.records.build_batch`` (one uncompressed v2 batch per simulated OffsetCommit
 request of --per-batch partitions of one group) and ``kcoord.storage.log.Log`` (segments and
 indexes), each group in the coordinator partition ``partition_for`` gives it. The key space is
-kload's: groups kbench-g00000.. (--groups, 1000), topic kbench, partitions 0..63, so most
-records are overwritten commits, as in a long-running cluster. About 1 M records/10 s.
+issue 15's 10 k keys in kload's names: groups kbench-g00000.. (--groups, 1000), topic kbench,
+partitions 0..9 (--partitions, 10), so most records are overwritten commits, as in a
+long-running cluster (stops 19 and 20 measured 64 k keys: --partitions 64). About 1 M records/10 s.
 ``--via-kload`` instead drives kload's commit workload (8 connections x 16 in flight, 10
 partitions per request) through a running kcoord until the coordinator logs hold N records
 (counted from the segment files after a clean shutdown): slower, but every byte is the broker's.
@@ -50,13 +51,18 @@ if __package__ in (None, ""):  # run as ``python bench/restart.py``
 from bench import common
 
 TOPIC = "kbench"
-TOPIC_PARTITIONS = 64
+TOPIC_PARTITIONS = 10  # per group: 1000 groups x 10 = the 10 k keys of issue 15
 GROUP_PREFIX = "kbench-g"
 TARGET_S = 0.5  # issue 15: first OffsetFetch after a restart with 1 M records
 
 
 def build_offline(
-    data_dir: Path, records: int, groups: int, per_batch: int, seed: int = 1
+    data_dir: Path,
+    records: int,
+    groups: int,
+    per_batch: int,
+    seed: int = 1,
+    partitions: int = TOPIC_PARTITIONS,
 ) -> tuple[str, int, int]:
     """Write ``records`` offset commits; return (probe group, probe partition, its last offset)."""
     from kcoord.config import BrokerConfig
@@ -84,10 +90,7 @@ def build_offline(
     logs = [Log.open(data_dir / f"{OFFSETS_TOPIC}-{i}", log_config, flusher) for i in range(nparts)]
     names = [f"{GROUP_PREFIX}{g:05d}" for g in range(groups)]
     shard = [partition_for(name, nparts) for name in names]
-    keys = [
-        [encode_offset_key(OffsetCommitKey(name, TOPIC, p)) for p in range(TOPIC_PARTITIONS)]
-        for name in names
-    ]
+    keys = [[encode_offset_key(OffsetCommitKey(name, TOPIC, p)) for p in range(partitions)] for name in names]
     rng = random.Random(seed)
     now = int(time.time() * 1000)
     last: dict[tuple[int, int], int] = {}
@@ -98,7 +101,7 @@ def build_offline(
         n = min(per_batch, records - written)
         entries = []
         for i in range(n):
-            p = (rr + i) % TOPIC_PARTITIONS
+            p = (rr + i) % partitions
             offset = written + i
             entries.append((keys[g][p], encode_offset_value(OffsetCommitValue(offset, -1, "", now))))
             last[(g, p)] = offset
@@ -222,6 +225,7 @@ def run(
     groups: int = 1000,
     per_batch: int = 10,
     via_kload: bool = False,
+    partitions: int = TOPIC_PARTITIONS,
 ) -> dict[str, Any]:
     common.compile_kcoord()  # the bytecode an installed kcoord starts from
     out = out or Path(tempfile.mkdtemp(prefix="kcoord-restart-bench-"))
@@ -235,7 +239,9 @@ def run(
         if via_kload:
             group, partition, expect = build_via_kload(prepared, records, logdir)
         else:
-            group, partition, expect = build_offline(prepared, records, groups, per_batch)
+            group, partition, expect = build_offline(
+                prepared, records, groups, per_batch, partitions=partitions
+            )
         total = count_records(prepared)
         size = sum(f.stat().st_size for f in prepared.rglob("*.log"))
         common.log(
@@ -271,6 +277,7 @@ def run(
             "records": total,
             "segment_mb": size / 1e6,
             "mode": "kload" if via_kload else "offline",
+            "keys": None if via_kload else groups * partitions,
             "runs": results,
             "median_s": statistics.median(r["seconds"] for r in results) if results else None,
             "median_replay_s": statistics.median(r["replay_s"] for r in results if r["replay_s"] is not None)
@@ -295,17 +302,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3, help="timed starts (median reported)")
     ap.add_argument("--groups", type=int, default=1000, help="offline: groups the commits spread over")
+    ap.add_argument(
+        "--partitions", type=int, default=TOPIC_PARTITIONS, help="offline: partitions committed per group"
+    )
     ap.add_argument("--per-batch", type=int, default=10, help="offline: records per batch (one request)")
     ap.add_argument("--via-kload", action="store_true", help="commit through kcoord with kload instead")
     ap.add_argument("--out", default="", help="logs directory (default: a temp dir)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else None
-    r = run(args.records, args.runs, out, args.groups, args.per_batch, args.via_kload)
+    r = run(args.records, args.runs, out, args.groups, args.per_batch, args.via_kload, args.partitions)
     verdict = "met" if r["median_s"] <= TARGET_S else "NOT MET"
     if r["records"] < 1_000_000:
         verdict = "n/a (fewer records)"
     print(
-        f"restart with {r['records']:,} offset-commit records ({r['mode']}, {r['segment_mb']:.0f} MB): "
+        f"restart with {r['records']:,} offset-commit records over {r['keys'] or '?'} keys "
+        f"({r['mode']}, {r['segment_mb']:.0f} MB): "
         f"first OffsetFetch after {r['median_s']:.2f} s median of {len(r['runs'])} "
         f"(kcoord replay {r['median_replay_s']} s; empty-dir start {r['empty_start_s']:.2f} s; "
         f"first start on the prepared dir {r['full_replay_start_s']:.2f} s, replay {r['full_replay_s']} s; "

@@ -1,17 +1,19 @@
-"""kcoord's benchmark suite: kcoord against Tansu (memory engine) and kload's limit-server.
+"""kcoord's benchmark suite: kcoord against librdkafka's mock cluster, Tansu (memory engine) and
+kload's limit-server.
 
     python -m bench                     # full matrix, 3 repeats, + restart and share (~22 min)
     python -m bench --quick             # smoke: small matrix, 1 repeat, 2 s runs (~1.5 min)
     python -m bench --workloads commit,fetch-offsets --repeats 5 --duration 10
 
-Builds kload and limit-server (bench/kload, copied from the shared kload tool) into
-bench/kload/build, starts every peer on a free port, and runs kload's matrix interleaved: each
+Builds kload, limit-server and mockpeer (bench/kload, copied from the shared kload tool; mockpeer
+links the librdkafka of the installed confluent-kafka wheel) into bench/kload/build, starts every peer on a free port, and runs kload's matrix interleaved: each
 repeat starts every peer fresh, then for each matrix row runs kload against each peer in turn
 (peer order rotated per repeat), so that ratios compare peers under the same machine conditions.
 The running, peer handling and matrix are kload's bench.py (imported, not copied); this script
 adds free ports, a fresh kcoord log dir per repeat, crash detection, and the summary: medians,
-p99, kcoord / Tansu and kcoord / limit ratios from the same run, kcoord's CPU and RSS, and the
-issue-5 targets marked met or not met. Then the restart benchmark (bench/restart.py) and the
+p99, kcoord / mock, kcoord / Tansu and kcoord / limit ratios from the same run, kcoord's and
+the mock's CPU per request, kcoord's RSS, and issue 15's targets marked met or not met (each
+part a row misses named with its figure). Then the restart benchmark (bench/restart.py) and the
 share workload (bench/share.py), each on a fresh kcoord.
 
 kcoord runs with its durable defaults (log.flush.policy=always, group commit) plus
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import importlib.util
 import json
 import os
@@ -48,8 +51,17 @@ from bench import common, durability
 WORKLOADS = ("commit", "fetch-offsets", "rebalance", "produce", "fetch", "restart", "memory", "share")
 # Only when named in --workloads: not part of the default run.
 OPTIONAL_WORKLOADS = ("consumer-groups", "transactions")
-REBALANCE_TARGET_MS = 200.0
-RESTART_TARGET_S = 5.0
+# issue 15's targets (a row's "met?" names each part it misses, with the figure)
+CPU_OVER_MOCK = 1.5  # broker CPU per request, commit and fetch-offsets rows
+THROUGHPUT_OVER_MOCK = 0.75  # req/s at depth >= 8, fsync on; p99 <= the mock's too
+DEEP = 8  # requests in flight per connection from which the throughput target applies
+CEILING_SHARE = 0.9  # depth-1 commit rows: share of the durable ceiling
+PRODUCE_MB_S = 1000.0  # produce c8 d16 (100 x 1 KiB per request)
+PRODUCE_P99_MS = 20.0
+PRODUCE_CPU_US = 100.0  # broker CPU per 100-record request
+REBALANCE_TARGET_MS = 40.0  # m1000, first JoinGroup answer to Stable
+RESTART_TARGET_S = 0.5  # 1 M offset-commit records over 10 k keys
+PEERS = ("kcoord", "mock", "tansu", "limit")
 
 
 def load_kload_bench(tansu: str | None) -> ModuleType:
@@ -73,7 +85,13 @@ def load_kload_bench(tansu: str | None) -> ModuleType:
 # --- peers ---------------------------------------------------------------------------------------
 class Peers:
     def __init__(
-        self, kb: ModuleType, names: list[str], tansu: str | None, out: Path, kcoord_args: list[str]
+        self,
+        kb: ModuleType,
+        names: list[str],
+        tansu: str | None,
+        mockpeer: str | None,
+        out: Path,
+        kcoord_args: list[str],
     ):
         self.kb = kb
         self.names = names
@@ -86,6 +104,11 @@ class Peers:
         }
         if tansu:
             cmds["tansu"] = (kb.BUILTIN_PEERS["tansu"][0], {})
+        if mockpeer:
+            # kload's own mock settings (its topics, Kafka's rebalance delay, the leader's SyncGroup
+            # delay its coordinator needs), with the binary built here
+            cmd, extra = kb.BUILTIN_PEERS["mock"]
+            cmds["mock"] = (f"{mockpeer} {cmd.split(' ', 1)[1]}", extra)
         self.peers = {n: kb.Peer(n, cmds[n][0], common.free_port(), cmds[n][1], logdir) for n in names}
 
     def start(self, name: str, tag: str) -> None:
@@ -94,7 +117,8 @@ class Peers:
             self._drop_kcoord_dir()
             self.kcoord_dir = tempfile.mkdtemp(prefix="kcoord-bench-data-")
             cmd = common.kcoord_cmd("{port}", self.kcoord_dir, common.KCOORD_ARGS + self.kcoord_args)
-            peer.cmd = common.shell_join(cmd)
+            # this checkout's kcoord, whatever is installed (peers run with cwd bench/kload/build)
+            peer.cmd = f"env PYTHONPATH={common.REPO} " + common.shell_join(cmd)
         peer.port = common.free_port() if common.port_open(peer.port) else peer.port
         peer.start(tag)
 
@@ -145,7 +169,7 @@ def summarise(
     for cid, wl, _ in matrix:
         row: dict[str, Any] = {"config": cid, "workload": wl, "unit": unit(wl), "peers": {}}
         valid: dict[str, dict[int, dict[str, Any]]] = {}
-        for peer in ("kcoord", "tansu", "limit"):
+        for peer in PEERS:
             rs = by.get((cid, peer), [])
             if not rs:
                 continue
@@ -168,22 +192,15 @@ def summarise(
                         if r.get("machine_busy_cores") is not None and r.get("server_cpu_cores") is not None
                     ]
                 ),
-                "cpu_us_per_req": _med(
-                    [r["server_cpu_cores"] / r["rps"] * 1e6 for r in ok if r.get("rps") and wl != "rebalance"]
-                ),
+                "cpu_us_per_req": _med([cpu_us_per_req(wl, r) for r in ok]),
             }
             if wl == "rebalance":
                 entry["t_stable_ms"] = _med([r.get("t_stable_ms") for r in ok])
                 entry["rejoins"] = _med([r.get("rejoins") for r in ok])
             row["peers"][peer] = entry
-        for other in ("tansu", "limit"):
-            ratios = []
-            for rep, r in valid.get("kcoord", {}).items():
-                o = valid.get(other, {}).get(rep)
-                a, b = primary(wl, r), primary(wl, o) if o else None
-                if a is not None and b:
-                    ratios.append(a / b)
-            row[f"k_over_{other}"] = _med(ratios)
+        for other in PEERS[1:]:
+            row[f"k_over_{other}"] = _same_repeat_ratio(valid, other, functools.partial(primary, wl))
+        row["cpu_over_mock"] = _same_repeat_ratio(valid, "mock", functools.partial(cpu_us_per_req, wl))
         limit = row["peers"].get("limit")
         row["durable_ceiling"] = (
             durability.ceiling(durability.in_flight(cid), limit["value"], sync_us)
@@ -195,33 +212,97 @@ def summarise(
     return rows
 
 
+def cpu_us_per_req(wl: str, rec: dict[str, Any]) -> float | None:
+    """Broker CPU microseconds per request, from the cores kload saw busy and the request rate."""
+    if wl == "rebalance" or not rec.get("rps") or rec.get("server_cpu_cores") is None:
+        return None
+    return rec["server_cpu_cores"] / rec["rps"] * 1e6
+
+
+def _same_repeat_ratio(valid: dict[str, dict[int, dict[str, Any]]], other: str, value: Any) -> float | None:
+    """Median over repeats of kcoord's ``value`` / the other peer's in the same repeat."""
+    ratios = []
+    for rep, r in valid.get("kcoord", {}).items():
+        o = valid.get(other, {}).get(rep)
+        a, b = value(r), value(o) if o else None
+        if a is not None and b:
+            ratios.append(a / b)
+    return _med(ratios)
+
+
+def depth(config: str) -> int:
+    """Requests in flight per connection of a matrix row id such as ``commit c8 d16 p1``."""
+    for word in config.split():
+        if word[:1] == "d" and word[1:].isdigit():
+            return int(word[1:])
+    return 1
+
+
 def judge(row: dict[str, Any]) -> tuple[str, str]:
+    """Issue 15's targets for one row: (what is asked, "met" or what misses it with the figure)."""
     wl, cid = row["workload"], row["config"]
-    k, t = row["peers"].get("kcoord"), row["peers"].get("tansu")
+    k, m = row["peers"].get("kcoord"), row["peers"].get("mock")
     if k is None:
         return "-", "-"
-    bad = "INVALID runs" if k["valid"] < k["runs"] else ""
+    # (part of the target, met?, the figure); met None = cannot be judged (a peer missing)
+    parts: list[tuple[str, bool | None, str]] = []
     if wl in ("commit", "fetch-offsets"):
-        target = ">= 2x Tansu, p99 <= Tansu's"
-        if t is None or t["value"] is None or row["k_over_tansu"] is None:
-            return target, bad or "n/a (no Tansu)"
-        ok = row["k_over_tansu"] >= 2.0 and k["p99_us"] is not None and k["p99_us"] <= t["p99_us"]
-        ceil = row.get("durable_ceiling")
-        if not ok and not bad and ceil is not None and 2 * t["value"] > ceil:
-            return target, f"NOT MET (2x Tansu = {fmt(2 * t['value'])} > durable ceiling {fmt(ceil)})"
-    elif wl in ("produce", "fetch"):
-        target = ">= Tansu MB/s"
-        if row["k_over_tansu"] is None:
-            return target, bad or "n/a (no Tansu)"
-        ok = row["k_over_tansu"] >= 1.0
+        r = row["cpu_over_mock"]
+        parts.append((f"CPU/req <= {CPU_OVER_MOCK}x mock", None if r is None else r <= CPU_OVER_MOCK, _x(r)))
+        if depth(cid) >= DEEP:
+            r = row["k_over_mock"]
+            ok = None if r is None else r >= THROUGHPUT_OVER_MOCK
+            parts.append((f">= {THROUGHPUT_OVER_MOCK}x mock req/s", ok, _x(r)))
+            kp, mp = k["p99_us"], (m or {}).get("p99_us")
+            ok = None if kp is None or mp is None else kp <= mp
+            parts.append(
+                ("p99 <= mock's", ok, f"{fmt(kp and kp / 1000, 2)} vs {fmt(mp and mp / 1000, 2)} ms")
+            )
+        elif wl == "commit":
+            ceil = row["durable_ceiling"]
+            r = k["value"] / ceil if ceil and k["value"] is not None else None
+            parts.append(
+                (f">= {CEILING_SHARE}x durable ceiling", None if r is None else r >= CEILING_SHARE, _x(r))
+            )
+    elif wl == "produce" and depth(cid) >= DEEP:
+        v, p99, cpu = k["value"], k["p99_us"], k["cpu_us_per_req"]
+        parts += [
+            (f">= {PRODUCE_MB_S:.0f} MB/s", None if v is None else v >= PRODUCE_MB_S, f"{fmt(v)} MB/s"),
+            (
+                f"p99 <= {PRODUCE_P99_MS:.0f} ms",
+                None if p99 is None else p99 <= PRODUCE_P99_MS * 1000,
+                f"{fmt(p99 and p99 / 1000, 1)} ms",
+            ),
+            (
+                f"CPU <= {PRODUCE_CPU_US:.0f} us/req",
+                None if cpu is None else cpu <= PRODUCE_CPU_US,
+                f"{fmt(cpu)} us",
+            ),
+        ]
+    elif wl == "fetch":
+        r = row["k_over_mock"]
+        parts.append((">= mock MB/s", None if r is None else r >= 1.0, _x(r)))
     elif wl == "rebalance" and cid.endswith("m1000"):
-        target = f"<= {REBALANCE_TARGET_MS:.0f} ms"
-        if k["value"] is None:
-            return target, bad or "NOT MET (did not converge)"
-        ok = k["value"] <= REBALANCE_TARGET_MS
-    else:
-        return "-", bad or "-"
-    return target, bad or ("met" if ok else "NOT MET")
+        v = k["value"]
+        parts.append(
+            (f"<= {REBALANCE_TARGET_MS:.0f} ms", None if v is None else v <= REBALANCE_TARGET_MS, fmt(v, 1))
+        )
+    if not parts:
+        return "-", "INVALID runs" if k["valid"] < k["runs"] else "-"
+    target = "; ".join(p[0] for p in parts)
+    if k["valid"] < k["runs"]:
+        return target, "INVALID runs"
+    missed = [f"{name}: {figure}" for name, ok, figure in parts if ok is False]
+    unknown = [name for name, ok, _ in parts if ok is None]
+    if missed:
+        return target, "NOT MET (" + "; ".join(missed) + ")"
+    if unknown:
+        return target, "n/a (no figure for " + "; ".join(unknown) + ")"
+    return target, "met (" + "; ".join(figure for _, _, figure in parts) + ")"
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
 
 
 def fmt(x: float | None, nd: int = 0) -> str:
@@ -232,62 +313,76 @@ def fmt(x: float | None, nd: int = 0) -> str:
     return f"{x:,.{nd}f}"
 
 
-def render(rows: list[dict[str, Any]], extra_rows: list[list[str]], repeats: int) -> str:
-    head = [
-        "row",
-        "unit",
-        "kcoord",
-        "kcoord p99 ms",
-        "Tansu",
-        "Tansu p99 ms",
-        "limit",
-        "limit p99 ms",
-        "kcoord / Tansu",
-        "kcoord / limit",
-        "kcoord CPU",
-        "kcoord CPU us/req",
-        "kcoord RSS MB",
-        "other CPU",
-        "target",
-        "met?",
-    ]
+COLUMNS = (
+    "row",
+    "unit",
+    "kcoord",
+    "kcoord p99 ms",
+    "mock",
+    "mock p99 ms",
+    "Tansu",
+    "Tansu p99 ms",
+    "limit",
+    "limit p99 ms",
+    "kcoord / mock",
+    "kcoord / Tansu",
+    "kcoord / limit",
+    "kcoord CPU",
+    "kcoord CPU us/req",
+    "mock CPU us/req",
+    "kcoord RSS MB",
+    "other CPU",
+    "target",
+    "met?",
+)
+TITLE = {"kcoord": "kcoord", "mock": "mock", "tansu": "Tansu", "limit": "limit"}
+
+
+def render(rows: list[dict[str, Any]], extra_rows: list[dict[str, str]], repeats: int) -> str:
+    """The table: one line per matrix row, then the other workloads' rows (cells by column name)."""
     lines = [
         f"## kcoord benchmark (median of {repeats} repeat(s); ratios are medians of same-repeat ratios)",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
     ]
     for row in rows:
         wl = row["workload"]
-        cells = [row["config"], row["unit"]]
-        for peer in ("kcoord", "tansu", "limit"):
+        cells = {"row": row["config"], "unit": row["unit"]}
+        for peer, title in TITLE.items():
             e = row["peers"].get(peer)
             if e is None:
-                cells += ["-", "-"]
                 continue
             nd = 1 if wl in ("rebalance", "produce", "fetch") else 0
             val = fmt(e["value"], nd)
             if e["valid"] < e["runs"]:
                 val += f" ({e['valid']}/{e['runs']} valid)"
-            cells += [val, fmt(e["p99_us"] / 1000, 2) if e["p99_us"] is not None else "-"]
-        for other in ("tansu", "limit"):
-            r = row[f"k_over_{other}"]
-            cells.append("-" if r is None else f"{r:.2f}")
+            cells[title] = val
+            cells[f"{title} p99 ms"] = fmt(e["p99_us"] / 1000, 2) if e["p99_us"] is not None else "-"
+            if peer != "kcoord":
+                r = row[f"k_over_{peer}"]
+                cells[f"kcoord / {title}"] = "-" if r is None else f"{r:.2f}"
         k = row["peers"].get("kcoord") or {}
         if wl == "rebalance":
-            cells.append(f"{fmt(k.get('cpu_s'), 2)} s")
-            cells.append("-")
+            cells["kcoord CPU"] = f"{fmt(k.get('cpu_s'), 2)} s"
         else:
-            cells.append(f"{fmt(k.get('cpu_cores'), 2)} cores")
-            cells.append(fmt(k.get("cpu_us_per_req"), 1))
-        cells += [fmt(k.get("rss_mb"), 0), fmt(k.get("other_cpu"), 2), row["target"], row["met"]]
-        lines.append("| " + " | ".join(cells) + " |")
-    for cells in extra_rows:
-        lines.append("| " + " | ".join(cells) + " |")
+            cells["kcoord CPU"] = f"{fmt(k.get('cpu_cores'), 2)} cores"
+            cells["kcoord CPU us/req"] = fmt(k.get("cpu_us_per_req"), 1)
+            cells["mock CPU us/req"] = fmt((row["peers"].get("mock") or {}).get("cpu_us_per_req"), 1)
+        cells |= {
+            "kcoord RSS MB": fmt(k.get("rss_mb"), 0),
+            "other CPU": fmt(k.get("other_cpu"), 2),
+            "target": row["target"],
+            "met?": row["met"],
+        }
+        lines.append(table_line(cells))
+    lines += [table_line(cells) for cells in extra_rows]
     lines += [
         "",
         "Throughput is req/s for commit/fetch-offsets (partitions/s = req/s x P), MB/s for produce/fetch.",
-        "Rebalance rows: time from the first JoinGroup response to all members Stable, lower is better;",
+        "mock: librdkafka's mock cluster (kload's mockpeer, one C thread, memory only), the C peer of",
+        "issue 15's CPU and throughput targets. Rebalance rows: time from the first JoinGroup response",
+        "to all members Stable, lower is better;",
         "their ratios are kcoord's time / the peer's time and the CPU column is kcoord CPU seconds.",
         "kcoord CPU: cores busy during the measured window (kload reads /proc/PID/stat);",
         "RSS: kcoord's VmRSS right after each run. other CPU: cores busy on the machine during kcoord's runs",
@@ -300,69 +395,66 @@ def render(rows: list[dict[str, Any]], extra_rows: list[list[str]], repeats: int
     return "\n".join(lines)
 
 
+def table_line(cells: dict[str, str]) -> str:
+    unknown = set(cells) - set(COLUMNS)
+    assert not unknown, f"no such column: {unknown}"
+    return "| " + " | ".join(cells.get(c, "-") for c in COLUMNS) + " |"
+
+
 # --- share workload ------------------------------------------------------------------------------
-def share_cells(r: dict[str, Any]) -> list[str]:
+def share_cells(r: dict[str, Any]) -> dict[str, str]:
     from bench.share import describe
 
     name = f"share {r.get('consumers', 4)} consumers"
     if "records_per_s" not in r:
-        return [
-            name,
-            "records/s",
-            *["-"] * 12,
-            "(ShareFetch + acknowledge)",
-            describe(r).removeprefix("share: "),
-        ]
-    return [
-        name,
-        "records/s (1 KiB)",
-        fmt(r["records_per_s"]),
-        *["-"] * 7,
-        f"{fmt(r['kcoord_cpu_s'], 2)} s",
-        f"{fmt(r['kcoord_cpu_us_per_record'], 1)}/rec",
-        fmt(r.get("rss_mb"), 0),
-        "-",
-        "(no target; Tansu has no share groups)",
-        "-",
-    ]
+        return {
+            "row": name,
+            "unit": "records/s",
+            "target": "(ShareFetch + acknowledge)",
+            "met?": describe(r).removeprefix("share: "),
+        }
+    return {
+        "row": name,
+        "unit": "records/s (1 KiB)",
+        "kcoord": fmt(r["records_per_s"]),
+        "kcoord CPU": f"{fmt(r['kcoord_cpu_s'], 2)} s",
+        "kcoord CPU us/req": f"{fmt(r['kcoord_cpu_us_per_record'], 1)}/rec",
+        "kcoord RSS MB": fmt(r.get("rss_mb"), 0),
+        "target": "(no target; no peer has share groups)",
+    }
 
 
 # --- consumer-groups workload (optional) --------------------------------------------------------
-def consumer_groups_cells(f: dict[str, Any]) -> list[list[str]]:
+def consumer_groups_cells(f: dict[str, Any]) -> list[dict[str, str]]:
     """bench/consumer_groups.py's two rows (KIP-848, 1000 members); no peer has a figure to compare."""
     from bench.consumer_groups import RECONCILE_TARGET_MS, STEADY_TARGET_US
 
     return [
-        [
-            "KIP-848 m1000 reconcile",
-            "ms, last join -> reconciled",
-            fmt(f["reconcile_ms"], 1),
-            *["-"] * 7,
-            f"{fmt(f['reconcile_broker_cpu_s'], 2)} s",
-            "-",
-            fmt(f["rss_mb"], 0),
-            "-",
-            f"<= {RECONCILE_TARGET_MS:.0f} ms",
-            f["reconcile_met"],
-        ],
-        [
-            "KIP-848 m1000 steady heartbeats",
-            "us CPU/heartbeat (idle-subtracted)",
-            f"{fmt(f['us_per_hb'], 1)} ({fmt(f['us_per_hb_idle_subtracted'], 1)})",
-            *["-"] * 7,
-            f"{fmt(f['steady_broker_cpu_s'], 2)} s",
-            fmt(f["us_per_hb"], 1),
-            fmt(f["rss_mb"], 0),
-            "-",
-            f"<= {STEADY_TARGET_US:.0f} us",
-            f["steady_met"],
-        ],
+        {
+            "row": "KIP-848 m1000 reconcile",
+            "unit": "ms, last join -> reconciled",
+            "kcoord": fmt(f["reconcile_ms"], 1),
+            "kcoord CPU": f"{fmt(f['reconcile_broker_cpu_s'], 2)} s",
+            "kcoord RSS MB": fmt(f["rss_mb"], 0),
+            "target": f"<= {RECONCILE_TARGET_MS:.0f} ms",
+            "met?": f["reconcile_met"],
+        },
+        {
+            "row": "KIP-848 m1000 steady heartbeats",
+            "unit": "us CPU/heartbeat (idle-subtracted)",
+            "kcoord": f"{fmt(f['us_per_hb'], 1)} ({fmt(f['us_per_hb_idle_subtracted'], 1)})",
+            "kcoord CPU": f"{fmt(f['steady_broker_cpu_s'], 2)} s",
+            "kcoord CPU us/req": fmt(f["us_per_hb"], 1),
+            "kcoord RSS MB": fmt(f["rss_mb"], 0),
+            "target": f"<= {STEADY_TARGET_US:.0f} us",
+            "met?": f["steady_met"],
+        },
     ]
 
 
 # --- transactions workload (optional) ------------------------------------------------------------
-def transactions_cells(res: dict[str, Any]) -> list[list[str]]:
-    """bench/transactions.py's rows: kcoord (always) beside Tansu, the mock and kcoord-os in the notes."""
+def transactions_cells(res: dict[str, Any]) -> list[dict[str, str]]:
+    """bench/transactions.py's rows: kcoord (always) beside the mock and Tansu; kcoord-os in the notes."""
     by = {(e["row"], e["peer"]): e for e in res["rows"]}
     rows = []
     for row in dict.fromkeys(e["row"] for e in res["rows"]):
@@ -372,47 +464,33 @@ def transactions_cells(res: dict[str, Any]) -> list[list[str]]:
             kr, ku = k.get("read_committed", {}), k.get("read_uncommitted", {})
             tu = t.get("read_uncommitted", {})
             rows.append(
-                [
-                    "txn fetch read_committed (read_uncommitted)",
-                    "MB/s",
-                    f"{fmt(kr.get('mb_per_s'), 1)} ({fmt(ku.get('mb_per_s'), 1)})",
-                    "-",
-                    f"- ({fmt(tu.get('mb_per_s'), 1)})",
-                    "-",
-                    "-",
-                    "-",
-                    f"- ({fmt(t.get('kcoord_over'), 2)})",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    f"(no target) kcoord rc/ru time {fmt(k.get('time_ratio'), 2)}; Tansu and the mock do not "
-                    "isolate (no rc figure)",
-                    "-",
-                ]
+                {
+                    "row": "txn fetch read_committed (read_uncommitted)",
+                    "unit": "MB/s",
+                    "kcoord": f"{fmt(kr.get('mb_per_s'), 1)} ({fmt(ku.get('mb_per_s'), 1)})",
+                    "Tansu": f"- ({fmt(tu.get('mb_per_s'), 1)})",
+                    "kcoord / Tansu": f"- ({fmt(t.get('kcoord_over'), 2)})",
+                    "target": f"(no target) kcoord rc/ru time {fmt(k.get('time_ratio'), 2)}; Tansu and the "
+                    "mock do not isolate (no rc figure)",
+                }
             )
             continue
         rows.append(
-            [
-                f"txn {row}",
-                "txn/s (p99: commit)",
-                fmt(k.get("txn_per_s")),
-                fmt(k.get("p99_ms"), 2),
-                fmt(t.get("txn_per_s")),
-                fmt(t.get("p99_ms"), 2),
-                "-",
-                "-",
-                fmt(t.get("kcoord_over"), 2),
-                "-",
-                "-",
-                f"{fmt(k.get('broker_cpu_us_per_txn'))}/txn",
-                fmt(k.get("rss_mb"), 0),
-                "-",
-                f"(no target) mock {fmt(m.get('txn_per_s'))} txn/s, kcoord / mock "
-                f"{fmt(m.get('kcoord_over'), 2)}; kcoord-os {fmt(o.get('txn_per_s'))} txn/s",
-                "-",
-            ]
+            {
+                "row": f"txn {row}",
+                "unit": "txn/s (p99: commit)",
+                "kcoord": fmt(k.get("txn_per_s")),
+                "kcoord p99 ms": fmt(k.get("p99_ms"), 2),
+                "mock": fmt(m.get("txn_per_s")),
+                "mock p99 ms": fmt(m.get("p99_ms"), 2),
+                "Tansu": fmt(t.get("txn_per_s")),
+                "Tansu p99 ms": fmt(t.get("p99_ms"), 2),
+                "kcoord / mock": fmt(m.get("kcoord_over"), 2),
+                "kcoord / Tansu": fmt(t.get("kcoord_over"), 2),
+                "kcoord CPU us/req": f"{fmt(k.get('broker_cpu_us_per_txn'))}/txn",
+                "kcoord RSS MB": fmt(k.get("rss_mb"), 0),
+                "target": f"(no target) kcoord-os {fmt(o.get('txn_per_s'))} txn/s",
+            }
         )
     return rows
 
@@ -438,7 +516,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--rows", default="", help="comma list of matrix row ids to keep, e.g. 'commit c8 d16 p1'"
     )
-    ap.add_argument("--peers", default="kcoord,tansu,limit", help="comma list of kcoord, tansu, limit")
+    ap.add_argument(
+        "--peers", default="kcoord,mock,tansu,limit", help="comma list of kcoord, mock, tansu, limit"
+    )
     ap.add_argument(
         "--kcoord-args", default="", help="extra `kcoord serve` flags (e.g. '--log-flush-policy os')"
     )
@@ -514,14 +594,20 @@ def main(argv: list[str] | None = None) -> int:
         common.log(f"Tansu: {how}" if tansu else f"Tansu SKIPPED: {how}")
         if not tansu:
             args.peers.remove("tansu")
+    mockpeer = None
+    if "mock" in args.peers:
+        mockpeer, how_mock = common.build_mockpeer()
+        common.log(f"librdkafka mock: {how_mock}" if mockpeer else f"librdkafka mock SKIPPED: {how_mock}")
+        if not mockpeer:
+            args.peers.remove("mock")
     kb = load_kload_bench(tansu)
     matrix = [m for m in (kb.MATRIX_QUICK if args.quick else kb.MATRIX_FULL) if m[1] in args.workloads]
     if args.rows:
         keep = {r.strip() for r in args.rows.split(",")}
         matrix = [m for m in matrix if m[0] in keep]
 
-    names = [n for n in ("kcoord", "tansu", "limit") if n in args.peers]
-    peers = Peers(kb, names, tansu, out, args.kcoord_args.split())
+    names = [n for n in PEERS if n in args.peers]
+    peers = Peers(kb, names, tansu, mockpeer, out, args.kcoord_args.split())
     meta = {
         "started": datetime.datetime.now().isoformat(),
         "argv": sys.argv,
@@ -619,39 +705,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def restart_cells(r: dict[str, Any]) -> list[str]:
+def restart_cells(r: dict[str, Any]) -> dict[str, str]:
     t, n = r.get("median_s"), r.get("records", 0)
     met = (
         "n/a (< 1M records)"
         if n < 1_000_000
-        else ("met" if t is not None and t <= RESTART_TARGET_S else "NOT MET")
+        else (
+            f"met ({fmt(t, 2)} s)" if t is not None and t <= RESTART_TARGET_S else f"NOT MET ({fmt(t, 2)} s)"
+        )
     )
-    return [
-        f"restart {n:,} commit records",
-        "s to 1st OffsetFetch",
-        fmt(t, 2),
-        *["-"] * 9,
-        fmt(r.get("rss_mb"), 0),
-        "-",
-        f"<= {RESTART_TARGET_S:.0f} s (1M records)",
-        met,
-    ]
+    return {
+        "row": f"restart {n:,} commit records over {r.get('keys') or '?'} keys",
+        "unit": "s to 1st OffsetFetch",
+        "kcoord": f"{fmt(t, 2)} (empty dir {fmt(r.get('empty_start_s'), 2)})",
+        "kcoord RSS MB": fmt(r.get("rss_mb"), 0),
+        "target": f"<= {RESTART_TARGET_S} s (1M records, 10 k keys)",
+        "met?": met,
+    }
 
 
-def memory_cells(r: dict[str, Any]) -> list[str]:
+def memory_cells(r: dict[str, Any]) -> dict[str, str]:
     from bench.memory import TARGET_MB, describe
 
     worst = max(r.get("filled_mb") or 0.0, r.get("restarted_mb") or 0.0)
-    return [
-        f"memory {r['groups']:,} groups x {r['partitions']} partitions",
-        "MB RSS (commits / restart)",
-        f"{fmt(r.get('filled_mb'), 0)} / {fmt(r.get('restarted_mb'), 0)}",
-        *["-"] * 9,
-        fmt(worst, 0),
-        "-",
-        f"<= {TARGET_MB:.0f} MB (10k x 10)",
-        describe(r).rsplit(": ", 1)[1],
-    ]
+    return {
+        "row": f"memory {r['groups']:,} groups x {r['partitions']} partitions",
+        "unit": "MB RSS (commits / restart)",
+        "kcoord": f"{fmt(r.get('filled_mb'), 0)} / {fmt(r.get('restarted_mb'), 0)}",
+        "kcoord RSS MB": fmt(worst, 0),
+        "target": f"<= {TARGET_MB:.0f} MB (10k x 10)",
+        "met?": describe(r).rsplit(": ", 1)[1],
+    }
 
 
 def report(
@@ -659,7 +743,7 @@ def report(
     matrix: list[tuple[str, str, str]],
     repeats: int,
     restart_result: dict[str, Any] | None,
-    share: dict[str, Any] | list[str] | None,
+    share: dict[str, Any] | None,
     crashes: list[str],
     consumer_groups: dict[str, Any] | None = None,
     transactions: dict[str, Any] | None = None,
@@ -676,7 +760,7 @@ def report(
     if memory is not None:
         extra.append(memory_cells(memory))
     if share is not None:
-        extra.append(share if isinstance(share, list) else share_cells(share))
+        extra.append(share_cells(share))
     if consumer_groups is not None:
         extra += consumer_groups_cells(consumer_groups["figures"])
     if transactions is not None:

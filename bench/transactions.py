@@ -95,37 +95,6 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def build_mockpeer() -> tuple[str | None, str]:
-    """(path of mockpeer built against the installed confluent-kafka wheel's librdkafka, or None; why)."""
-    try:
-        import confluent_kafka
-    except ImportError:
-        return None, "confluent-kafka is not installed"
-    libdir = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
-    libs = sorted(libdir.glob("librdkafka-*.so.1"))
-    if not libs:
-        return None, f"no librdkafka in {libdir}"
-    common.build_kload()  # the build dir and its src link
-    proc = subprocess.run(
-        [
-            "make",
-            "-s",
-            "-C",
-            str(common.BUILD_DIR),
-            "-f",
-            str(common.KLOAD_DIR / "Makefile"),
-            f"RDK_LIBDIR={libdir}",
-            f"RDK_LIB={libs[0]}",
-            "mockpeer",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        return None, f"building mockpeer failed: {(proc.stdout + proc.stderr).strip()[-300:]}"
-    return str(common.BUILD_DIR / "mockpeer"), "built"
-
-
 # --- peers ------------------------------------------------------------------------------------------
 class Peer:
     """One broker process on a free port: kcoord (a fresh temp log dir per start), Tansu or the mock."""
@@ -561,7 +530,7 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         if tansu is None:
             skipped["tansu"] = how
     if "mock" in args.peers:
-        mockpeer, how = build_mockpeer()
+        mockpeer, how = common.build_mockpeer()
         if mockpeer is None:
             skipped["mock"] = how
     for name, why in skipped.items():

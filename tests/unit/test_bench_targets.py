@@ -1,0 +1,94 @@
+"""bench/run.py judges issue 15's targets from kload's records: each part a row misses is named
+with its figure, and a row without the peer it is judged against says so instead of passing.
+Pure arithmetic on made-up records; nothing is run or timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.run import summarise
+
+
+def rec(peer: str, config: str, rps: float, cores: float, p99_us: float, repeat: int = 0, **kw: Any) -> dict:
+    return {
+        "peer": peer,
+        "config": config,
+        "repeat": repeat,
+        "valid": True,
+        "rps": rps,
+        "server_cpu_cores": cores,
+        "lat_us": {"p99": p99_us},
+        **kw,
+    }
+
+
+def judged(config: str, workload: str, recs: list[dict], sync_us: float | None = None) -> dict:
+    (row,) = summarise([(config, workload, "")], recs, sync_us)
+    return row
+
+
+def test_deep_commit_row_met_only_when_cpu_throughput_and_p99_all_are() -> None:
+    row = judged(
+        "commit c8 d16 p1",
+        "commit",
+        [
+            rec("kcoord", "commit c8 d16 p1", 40_000, 0.9, 900),
+            rec("mock", "commit c8 d16 p1", 50_000, 0.9, 1000),
+        ],
+    )
+    # CPU/req 22.5 vs 18 us = 1.25x; 0.8x the mock's req/s; p99 0.9 vs 1.0 ms
+    assert row["met"].startswith("met"), row["met"]
+    slow = judged(
+        "commit c8 d16 p1",
+        "commit",
+        [
+            rec("kcoord", "commit c8 d16 p1", 20_000, 1.0, 3000),
+            rec("mock", "commit c8 d16 p1", 50_000, 0.9, 1000),
+        ],
+    )
+    assert slow["met"] == (
+        "NOT MET (CPU/req <= 1.5x mock: 2.78x; >= 0.75x mock req/s: 0.40x; p99 <= mock's: 3.00 vs 1.00 ms)"
+    )
+
+
+def test_depth_one_commit_row_is_judged_against_the_durable_ceiling() -> None:
+    recs = [
+        rec("kcoord", "commit c1 d1 p1", 5_000, 0.2, 300),
+        rec("mock", "commit c1 d1 p1", 20_000, 0.5, 60),
+        rec("limit", "commit c1 d1 p1", 20_000, 0.3, 50),
+    ]
+    # ceiling = 1 / (1/20000 + 150 us) = 5,000 req/s: kcoord is at 1.0x of it
+    row = judged("commit c1 d1 p1", "commit", recs, sync_us=150.0)
+    assert round(row["durable_ceiling"]) == 5_000
+    assert row["target"] == "CPU/req <= 1.5x mock; >= 0.9x durable ceiling"
+    assert row["met"] == "NOT MET (CPU/req <= 1.5x mock: 1.60x)"  # 40 us vs 25 us
+
+
+def test_without_the_mock_a_row_is_not_judged_met() -> None:
+    row = judged("fetch c8", "fetch", [rec("kcoord", "fetch c8", 100, 0.5, 100, mb_per_s=900.0)])
+    assert row["met"] == "n/a (no figure for >= mock MB/s)"
+
+
+def test_produce_and_rebalance_targets() -> None:
+    produce = judged(
+        "produce c8 d16",
+        "produce",
+        [rec("kcoord", "produce c8 d16", 2_000, 1.0, 30_000, mb_per_s=200.0)],
+    )
+    assert produce["met"] == (
+        "NOT MET (>= 1000 MB/s: 200 MB/s; p99 <= 20 ms: 30.0 ms; CPU <= 100 us/req: 500 us)"
+    )
+    rebalance = judged(
+        "rebalance m1000",
+        "rebalance",
+        [
+            {
+                "peer": "kcoord",
+                "config": "rebalance m1000",
+                "repeat": 0,
+                "valid": True,
+                "first_join_to_stable_ms": 35.0,
+            }
+        ],
+    )
+    assert rebalance["met"] == "met (35.0)"
