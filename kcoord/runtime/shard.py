@@ -314,19 +314,21 @@ class CoordinatorShard(Generic[S]):
                 # Records below the first segment are gone from the log (retention, DeleteRecords):
                 # a full replay would not see them either.
                 floor = self.log.segments[0].base_offset
-                entries = [e for e in snapshot.entries if e[0] >= floor]
-                for at, pid, epoch, k, v in entries:
+                for at, pid, epoch, k, v in snapshot.entries():
+                    if at < floor:
+                        continue
                     loader = by_type.get(k[:2])
                     if loader is None:
                         raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
                     if pid == NO_PRODUCER:
                         loader.feed(at, k, v)
+                        latest.plain(at, k, v)
                     else:
                         loader.feed_transactional(at, pid, epoch, k, v)
-                latest.restore(entries)
-                from_snapshot = len(entries)
-                start = snapshot.end_offset
-                self.snapshot_offset = snapshot.end_offset
+                        latest.transactional(at, pid, epoch, k, v)
+                    from_snapshot += 1
+                start = self.snapshot_offset = snapshot.end_offset
+                snapshot = None  # its file's bytes are not needed for the tail
             count = 0
             where = "the batch"
             for h, data in self.log.batches(start):

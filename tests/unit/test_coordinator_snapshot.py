@@ -11,6 +11,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import crc32c
 import pytest
 from structlog.testing import capture_logs
 
@@ -78,12 +79,26 @@ def wrong_version(data: bytes) -> bytes:
     return data[:8] + struct.pack(">h", 2) + data[10:]
 
 
+def first_key_length(length: int) -> Callable[[bytes], bytes]:
+    """A snapshot whose checksum holds but whose first entry's key length lies: only a kcoord bug
+    could write one, and the load must find out before it applies any entry."""
+
+    def mangle(data: bytes) -> bytes:
+        at = 14 + 14 + len(NAME) + 18  # prefix, fixed header, log name; the entry's key length
+        body = data[14:at] + struct.pack(">i", length) + data[at + 4 :]
+        return data[:10] + struct.pack(">I", crc32c.crc32c(body)) + body
+
+    return mangle
+
+
 BAD: dict[str, tuple[Callable[[bytes], bytes], str]] = {
     "corrupt byte": (flip_byte, "CRC mismatch"),
     "truncated": (lambda d: d[: len(d) - 5], "CRC mismatch"),
     "header only": (lambda d: d[:10], "shorter than a snapshot header"),
     "wrong version": (wrong_version, "version 2"),
     "not a snapshot": (lambda d: b"GARBAGE!" + d[8:], "bad magic"),
+    "key length past the end": (first_key_length(2**30), "ends early"),
+    "negative key length": (first_key_length(-5), "key length -5"),
 }
 
 
