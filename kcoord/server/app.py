@@ -118,6 +118,7 @@ class Broker:
         )
         register_socket_server_metrics(self.metrics, self.server.stats, self.server.quotas.refused)
         self.flusher.after_round.append(self.server.write_ready)
+        self.flusher.idle = self.server.idle
         self.groups.after_run.append(self.server.write_ready)
         self.transactions.after_run.append(self.server.write_ready)
         self.metadata.after_run.append(self.server.write_ready)

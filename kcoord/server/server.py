@@ -559,6 +559,15 @@ class KafkaServer:
             self._write_pass_scheduled = True
             asyncio.get_running_loop().call_soon(self.write_ready)
 
+    def idle(self) -> bool:
+        """At most one request is unanswered across the connections (the flusher's question)."""
+        owed = 0
+        for conn in self.connections:
+            owed += len(conn._queue)
+            if owed > 1:
+                return False
+        return True
+
     def write_ready(self) -> None:
         """Write every connection's answers that are ready (the write pass)."""
         self._write_pass_scheduled = False

@@ -203,3 +203,67 @@ def test_after_round_hooks_run_on_the_pass_that_released_the_writers(tmp_path: P
         return events
 
     assert asyncio.run(main()) == ["released", "failing hook", "write pass", "next pass"]
+
+
+def test_a_round_syncs_on_the_loop_thread_only_while_the_broker_is_idle(tmp_path: Path) -> None:
+    """With nothing else to do the sync runs where the writer waits (no hop to the flusher's
+    thread and back); while other requests are owed answers it runs on the flusher's thread so
+    the event loop serves them meanwhile. Either way the writer hears of it after the sync."""
+
+    async def main() -> list[tuple[str, bool]]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        loop_thread = threading.get_ident()
+        synced_on: list[tuple[str, bool]] = []
+        real_sync = flusher._sync
+        idle = [True]
+        flusher.idle = lambda: idle[0]
+
+        def spy_sync(segments: list) -> None:
+            synced_on.append(("idle" if idle[0] else "busy", threading.get_ident() == loop_thread))
+            real_sync(segments)
+
+        flusher._sync = spy_sync  # type: ignore[method-assign]
+        flusher.start()
+        events: list[str] = []
+        for name, is_idle in (("a", True), ("b", False), ("c", True)):
+            idle[0] = is_idle
+            _append_one(log_, flusher, events, name)
+            for _ in range(2000):
+                if len(events) == len(synced_on) and events and events[-1].startswith(name):
+                    break
+                await asyncio.sleep(0.001)
+        assert events == ["a NoneType", "b NoneType", "c NoneType"]
+        assert log_.high_watermark == 3
+        await flusher.stop()
+        log_.close()
+        return synced_on
+
+    assert asyncio.run(main())[:3] == [("idle", True), ("busy", False), ("idle", True)]
+
+
+def test_an_idle_round_that_fails_fails_its_writers(tmp_path: Path) -> None:
+    boom = OSError(5, "EIO")
+
+    async def main() -> list[object]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.idle = lambda: True
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+
+        def failing_sync(segments: list) -> None:
+            raise boom
+
+        flusher._sync = failing_sync  # type: ignore[method-assign]
+        got: list[object] = []
+        data = build_batch([(b"k", b"v")], 1)
+        log_.append(data, [read_header(data)], 1)
+        flusher.when_durable(log_, got.append)
+        with contextlib.suppress(OSError):
+            await flusher._round()
+        assert log_.high_watermark == 0  # not durable: not visible
+        log_.close()
+        flusher.close()
+        return got
+
+    got = asyncio.run(main())
+    assert len(got) == 1 and got[0] is boom
