@@ -17,6 +17,11 @@ marks a row whose target lies above it. The sync latency is the median of the fa
 to make a small write durable: an append + fdatasync (what kcoord does) and an overwrite inside a
 file already written and synced + fdatasync (no metadata to journal; what a preallocating log
 could do); the median, not the mean, keeps the ceiling an upper bound under a skewed distribution.
+
+Produce rows move data, not requests: their ceiling is the disk's sequential write bandwidth, what
+a broker that makes every byte durable before answering can sustain. It is measured as new 1 MiB
+appends to a fresh file (kcoord's segments grow the same way) for ``BANDWIDTH_MB``, then one
+fdatasync, timed together; the best of ``BANDWIDTH_RUNS``, so it stays an upper bound.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 RECORD = b"x" * 120  # about one offset-commit record batch
+BANDWIDTH_MB = 512  # more than the page cache takes without writeback on a 2-core 24 GB machine
+BANDWIDTH_RUNS = 2
 
 
 def _append_fdatasync(fd: int, i: int) -> None:
@@ -71,17 +78,39 @@ def _summary(xs: list[float]) -> dict[str, float]:
     }
 
 
-def measure(directory: str | Path | None = None, samples: int = 500) -> dict[str, Any]:
-    """Sync latencies (µs) of small durable writes in ``directory`` (default: the temp dir)."""
+def write_bandwidth(path: Path, megabytes: int = BANDWIDTH_MB) -> float:
+    """MB/s (10^6 bytes) of ``megabytes`` of new 1 MiB appends made durable by one fdatasync."""
+    chunk = b"\xa5" * (1 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(megabytes):
+            os.write(fd, chunk)
+        os.fdatasync(fd)
+        return megabytes * (1 << 20) / 1e6 / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+def measure(
+    directory: str | Path | None = None, samples: int = 500, bandwidth: bool = False
+) -> dict[str, Any]:
+    """Sync latencies (µs) of small durable writes in ``directory`` (default: the temp dir), and
+    with ``bandwidth`` the disk's durable sequential write rate (MB/s)."""
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-sync-", dir=directory) as d:
         append = _summary(_time(Path(d) / "append", _append_fdatasync, samples, prewrite=False))
         overwrite = _summary(_time(Path(d) / "overwrite", _overwrite_fdatasync, samples, prewrite=True))
+        mb_s = (
+            max(write_bandwidth(Path(d) / "bandwidth") for _ in range(BANDWIDTH_RUNS)) if bandwidth else None
+        )
     return {
         "directory": str(directory or tempfile.gettempdir()),
         "samples": samples,
         "append_fdatasync": append,
         "overwrite_fdatasync": overwrite,
         "floor_us": min(append["median_us"], overwrite["median_us"]),
+        "write_mb_s": mb_s,
     }
 
 
@@ -110,6 +139,11 @@ def describe(r: dict[str, Any]) -> str:
         f"(min {a['min_us']:.0f}, p99 {a['p99_us']:.0f}); overwrite + fdatasync median "
         f"{o['median_us']:.0f} us (min {o['min_us']:.0f}, p99 {o['p99_us']:.0f}); "
         f"floor {r['floor_us']:.0f} us per sync"
+        + (
+            f"; durable sequential writes {r['write_mb_s']:.0f} MB/s (the produce rows' ceiling)"
+            if r.get("write_mb_s")
+            else ""
+        )
     )
 
 
@@ -121,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--dir", default=None, help="directory on the filesystem to measure (default: temp dir)")
     ap.add_argument("--samples", type=int, default=500)
+    ap.add_argument(
+        "--bandwidth", action="store_true", help=f"also time {BANDWIDTH_MB} MB of durable appends"
+    )
     args = ap.parse_args(argv)
-    print(describe(measure(args.dir, args.samples)))
+    print(describe(measure(args.dir, args.samples, args.bandwidth)))
     return 0
 
 

@@ -92,3 +92,13 @@ def test_produce_and_rebalance_targets() -> None:
         ],
     )
     assert rebalance["met"] == "met (35.0)"
+
+
+def test_produce_above_the_disks_durable_rate_says_so() -> None:
+    (row,) = summarise(
+        [("produce c8 d16", "produce", "")],
+        [rec("kcoord", "produce c8 d16", 4_000, 0.4, 10_000, mb_per_s=400.0)],
+        sync_us=100.0,
+        write_mb_s=450.0,
+    )
+    assert row["met"] == "NOT MET (>= 1000 MB/s: 400 MB/s, above the disk's durable 450 MB/s)"
