@@ -27,10 +27,12 @@ may have overlapped the failed one, and its sync may have returned success after
 writeback error had already been reported.
 
 A round's syncs run on a thread of their own so that the event loop serves other requests
-meanwhile. When there are none (``idle``: the server owes at most one answer, the one waiting for
-this round) the round syncs on the loop's thread instead: the hop to the thread and back cost
-~65 us of CPU and as much latency per round (a lone client's every request), for nothing to
-overlap.
+meanwhile. When a writer waits for the round and there is nothing else to serve (``idle``: the
+server owes at most one answer, the one waiting for this round) the round syncs on the loop's
+thread instead: the hop to the thread and back cost ~65 us of CPU and as much latency per round
+(a lone client's every request), for nothing to overlap. A round nobody waits for (acks=1
+produce, ``os`` and ``interval`` rounds) always goes to the thread: inline, it would hold up the
+next request for a sync no answer needs.
 """
 
 from __future__ import annotations
@@ -231,7 +233,12 @@ class Flusher:
             for seg in segments:
                 seg.pin()
             try:
-                if (previous is None or previous.done()) and len(self._rounds_in_flight) <= 1 and self.idle():
+                if (
+                    callbacks
+                    and (previous is None or previous.done())
+                    and len(self._rounds_in_flight) <= 1
+                    and self.idle()
+                ):
                     self._sync(segments)
                 else:
                     await asyncio.get_running_loop().run_in_executor(self._executor, self._sync, segments)

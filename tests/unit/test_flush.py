@@ -267,3 +267,35 @@ def test_an_idle_round_that_fails_fails_its_writers(tmp_path: Path) -> None:
 
     got = asyncio.run(main())
     assert len(got) == 1 and got[0] is boom
+
+
+def test_a_round_nobody_waits_for_never_blocks_the_loop(tmp_path: Path) -> None:
+    """An acks=1 produce marks its log dirty and is answered at once: syncing that round on the
+    loop would hold up the client's next request for a sync no answer needs."""
+
+    async def main() -> list[bool]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.idle = lambda: True
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        loop_thread = threading.get_ident()
+        on_loop: list[bool] = []
+        real_sync = flusher._sync
+
+        def spy_sync(segments: list) -> None:
+            on_loop.append(threading.get_ident() == loop_thread)
+            real_sync(segments)
+
+        flusher._sync = spy_sync  # type: ignore[method-assign]
+        flusher.start()
+        data = build_batch([(b"k", b"v")], 1)
+        log_.append(data, [read_header(data)], 1)
+        flusher.mark_dirty(log_)
+        for _ in range(2000):
+            if log_.high_watermark == 1:
+                break
+            await asyncio.sleep(0.001)
+        await flusher.stop()
+        log_.close()
+        return on_loop
+
+    assert asyncio.run(main())[:1] == [False]
