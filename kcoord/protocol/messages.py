@@ -38,7 +38,7 @@ def _walk(cls: type) -> list[type]:
 
 def _load_kafka_python() -> None:
     for mod in pkgutil.walk_packages(kafka.protocol.__path__, kafka.protocol.__name__ + "."):
-        if ".old" in mod.name or mod.name.endswith(("generate_stubs", "sasl")):
+        if ".old" in mod.name or mod.name.endswith("generate_stubs"):
             continue
         importlib.import_module(mod.name)
     for cls in _walk(ApiMessage):
