@@ -133,6 +133,9 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
     except (ValidationError, ValueError, OSError) as e:
         raise click.UsageError(f"invalid configuration: {e}") from e
 
+    from kcoord.protocol.kafka_package import defer_package_init
+
+    defer_package_init()  # the broker uses kafka-python's codecs, not its clients
     from kcoord.logsetup import configure_logging
     from kcoord.protocol.fields import RecordFormatError
     from kcoord.server.app import run_broker
