@@ -72,6 +72,7 @@ class _Pending:
         self.done = False
 
     def deliver(self, data: Frame | None, error: BaseException | None) -> None:
+        self.conn.server.answers_owed -= 1
         self.conn._deliver(self, data, error)
 
 
@@ -301,6 +302,7 @@ class KafkaConnection(asyncio.Protocol):
             out = []
             slot = _Pending(self)
             queue.append(slot)
+            self.server.answers_owed += 1
             result.then(slot.deliver)
         if pos:
             del buf[:pos]
@@ -513,6 +515,8 @@ class KafkaServer:
         self.endpoints = endpoints
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[KafkaConnection] = set()
+        # Requests whose handler has not answered yet (a Reply pending), on every connection.
+        self.answers_owed = 0
         self.stats = {ep.name: ListenerStats() for ep in endpoints}
         self.bound: dict[str, tuple[str, int]] = {}
         self.shutdown = shutdown or ShutdownSignal()
@@ -560,13 +564,9 @@ class KafkaServer:
             asyncio.get_running_loop().call_soon(self.write_ready)
 
     def idle(self) -> bool:
-        """At most one request is unanswered across the connections (the flusher's question)."""
-        owed = 0
-        for conn in self.connections:
-            owed += len(conn._queue)
-            if owed > 1:
-                return False
-        return True
+        """At most one request is waiting for its answer, on any connection (the flusher's
+        question: a count, since a round asks it and thousands of connections may be open)."""
+        return self.answers_owed <= 1
 
     def write_ready(self) -> None:
         """Write every connection's answers that are ready (the write pass)."""
