@@ -46,6 +46,10 @@ K = TypeVar("K", bound=Hashable, contravariant=True)
 _UNDECODABLE = (ValueError, IndexError, struct.error, OverflowError)
 
 
+def _unknown_record_type(key: bytes, offset: int) -> RecordFormatError:
+    return RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
+
+
 class Loader(Protocol):
     """Turns a log's records of some types into replayed state at start-up.
 
@@ -308,6 +312,15 @@ class CoordinatorShard(Generic[S]):
             if use_snapshot
             else None
         )
+
+        def feed_transactional(offset: int, pid: int, epoch: int, key: bytes, value: bytes | None) -> None:
+            # A transaction's write, from the snapshot or the log (rare: no fast path).
+            loader = by_type.get(key[:2])
+            if loader is None:
+                raise _unknown_record_type(key, offset)
+            loader.feed_transactional(offset, pid, epoch, key, value)
+            latest.transactional(offset, pid, epoch, key, value)
+
         where, at = "its snapshot's record", -1
         try:
             if snapshot is not None:
@@ -317,15 +330,14 @@ class CoordinatorShard(Generic[S]):
                 for at, pid, epoch, k, v in snapshot.entries():
                     if at < floor:
                         continue
-                    loader = by_type.get(k[:2])
-                    if loader is None:
-                        raise RecordFormatError(f"unknown record type {record_type(k)} at offset {at}")
-                    if pid == NO_PRODUCER:
-                        loader.feed(at, k, v)
-                        latest.plain(at, k, v)
+                    if pid != NO_PRODUCER:
+                        feed_transactional(at, pid, epoch, k, v)
                     else:
-                        loader.feed_transactional(at, pid, epoch, k, v)
-                        latest.transactional(at, pid, epoch, k, v)
+                        feed = feeders.get(k[:2])
+                        if feed is None:
+                            raise _unknown_record_type(k, at)
+                        feed(at, k, v)
+                        latest.plain(at, k, v)
                     from_snapshot += 1
                 start = self.snapshot_offset = snapshot.end_offset
                 snapshot = None  # its file's bytes are not needed for the tail
@@ -347,13 +359,7 @@ class CoordinatorShard(Generic[S]):
                         if key is None or (partial and offset < start):
                             continue
                         count += 1
-                        txn_loader = by_type.get(key[:2])
-                        if txn_loader is None:
-                            raise RecordFormatError(
-                                f"unknown record type {record_type(key)} at offset {offset}"
-                            )
-                        txn_loader.feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
-                        latest.transactional(offset, h.producer_id, h.producer_epoch, key, value)
+                        feed_transactional(offset, h.producer_id, h.producer_epoch, key, value)
                     continue
                 if progress is not None and (count // LOAD_PROGRESS_EVERY) != (
                     (count + h.records_count) // LOAD_PROGRESS_EVERY
@@ -365,7 +371,7 @@ class CoordinatorShard(Generic[S]):
                     count += 1
                     feed = feeders.get(key[:2])
                     if feed is None:
-                        raise RecordFormatError(f"unknown record type {record_type(key)} at offset {offset}")
+                        raise _unknown_record_type(key, offset)
                     feed(offset, key, value)
                     if pending_keys:  # an open transaction: the general path
                         latest.plain(offset, key, value)
