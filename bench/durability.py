@@ -121,14 +121,20 @@ def ceiling(in_flight: int, limit_rps: float | None, sync_us: float | None) -> f
     return in_flight / (in_flight / limit_rps + sync_us / 1e6)
 
 
-def in_flight(config: str) -> int:
-    """Requests in flight of a kload matrix row id such as ``commit c8 d16 p1``: c x d."""
+def connections_and_depth(config: str) -> tuple[int, int]:
+    """(c, d) of a kload matrix row id such as ``commit c8 d16 p1`` (1 where it names none)."""
     c = d = 1
     for word in config.split():
         if word[:1] == "c" and word[1:].isdigit():
             c = int(word[1:])
         elif word[:1] == "d" and word[1:].isdigit():
             d = int(word[1:])
+    return c, d
+
+
+def in_flight(config: str) -> int:
+    """Requests in flight of a kload matrix row: c x d."""
+    c, d = connections_and_depth(config)
     return c * d
 
 

@@ -236,14 +236,6 @@ def _same_repeat_ratio(valid: dict[str, dict[int, dict[str, Any]]], other: str, 
     return _med(ratios)
 
 
-def depth(config: str) -> int:
-    """Requests in flight per connection of a matrix row id such as ``commit c8 d16 p1``."""
-    for word in config.split():
-        if word[:1] == "d" and word[1:].isdigit():
-            return int(word[1:])
-    return 1
-
-
 def judge(row: dict[str, Any]) -> tuple[str, str]:
     """Issue 15's targets for one row: (what is asked, "met" or what misses it with the figure)."""
     wl, cid = row["workload"], row["config"]
@@ -255,7 +247,7 @@ def judge(row: dict[str, Any]) -> tuple[str, str]:
     if wl in ("commit", "fetch-offsets"):
         r = row["cpu_over_mock"]
         parts.append((f"CPU/req <= {CPU_OVER_MOCK}x mock", None if r is None else r <= CPU_OVER_MOCK, _x(r)))
-        if depth(cid) >= DEEP:
+        if durability.connections_and_depth(cid)[1] >= DEEP:
             r = row["k_over_mock"]
             ok = None if r is None else r >= THROUGHPUT_OVER_MOCK
             parts.append((f">= {THROUGHPUT_OVER_MOCK}x mock req/s", ok, _x(r)))
@@ -270,7 +262,7 @@ def judge(row: dict[str, Any]) -> tuple[str, str]:
             parts.append(
                 (f">= {CEILING_SHARE}x durable ceiling", None if r is None else r >= CEILING_SHARE, _x(r))
             )
-    elif wl == "produce" and depth(cid) >= DEEP:
+    elif wl == "produce" and durability.connections_and_depth(cid)[1] >= DEEP:
         v, p99, cpu = k["value"], k["p99_us"], k["cpu_us_per_req"]
         ceil = row["durable_ceiling"]
         # Every byte is synced before its answer: the disk's own durable write rate bounds the row.
