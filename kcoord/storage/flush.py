@@ -93,10 +93,7 @@ class Flusher:
         # Run after each round's writers heard of it, on the same pass (the server writes the
         # answers they released at once instead of a loop pass later).
         self.after_round: list[Callable[[], None]] = []
-        # Whether the broker has nothing to do but wait for this round (the server: at most one
-        # request unanswered). Such a round syncs on the event loop's thread: handing a sync to
-        # the flusher's thread and back costs ~65 us of CPU and as much latency, which a lone
-        # client waits for on every request; with more work pending, the loop goes on with it.
+        # Whether the broker has nothing else to serve (the module's docstring says what for).
         self.idle: Callable[[], bool] = _never
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
