@@ -136,7 +136,9 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
     from kcoord.protocol.kafka_package import defer_package_init
 
     defer_package_init()  # the broker uses kafka-python's codecs, not its clients
-    from kcoord.logsetup import configure_logging
+    from kcoord.logsetup import configure_logging, import_structlog
+
+    import_structlog()  # before the broker's modules import it: without rich
     from kcoord.protocol.fields import RecordFormatError
     from kcoord.server.app import run_broker
 
