@@ -245,7 +245,8 @@ def tune_gc() -> None:
 
     Every full collection walks all tracked objects, and after start-up that is mostly what
     never dies (modules, the protocol classes, the replayed groups): tens of milliseconds per
-    pass, straight into the p99. ``gc.freeze`` moves them out of the collector's sight.
+    pass, straight into the p99. ``gc.freeze`` moves them out of the collector's sight (``kcoord
+    serve`` froze the modules already, so this pass walks the replayed state only).
     A young collection costs in proportion to the young objects still alive, and with a
     thousand requests in flight that is some 20 000 objects every time, whatever the
     threshold: a larger first threshold makes these passes rarer (requests allocate many

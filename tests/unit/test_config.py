@@ -149,3 +149,22 @@ def test_listeners() -> None:
     cfg = BrokerConfig(listeners="PLAINTEXT://0.0.0.0:9092", advertised_listeners="PLAINTEXT://kc:19092")
     assert str(cfg.advertised_endpoints()[0]) == "PLAINTEXT://kc:19092"
     assert cfg.kafka_items()["log.dirs"] == "./kcoord-data"
+
+
+def test_serve_imports_the_broker_with_the_collector_off_and_starts_it_on(
+    served: list[BrokerConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import kcoord.server.app
+
+    seen: list[tuple[bool, int]] = []
+    monkeypatch.setattr(
+        kcoord.server.app, "run_broker", lambda cfg: seen.append((gc.isenabled(), gc.get_freeze_count()))
+    )
+    try:
+        assert serve([]).exit_code == 0
+    finally:
+        gc.unfreeze()  # this test process's objects go back to the collector
+    ((enabled, frozen),) = seen
+    assert enabled and frozen > 0  # what the imports made is out of the collector's sight
