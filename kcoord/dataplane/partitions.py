@@ -426,6 +426,7 @@ class PartitionManager:
             flush_messages=int(effective("flush.messages", configs, c)),
             flush_ms=int(effective("flush.ms", configs, c)),
             roll_jitter_ms=int(effective("segment.jitter.ms", configs, c)),
+            preallocate=effective("preallocate", configs, c).lower() == "true",
         )
 
     def _open_partition(self, topic: Topic, index: int) -> Partition:

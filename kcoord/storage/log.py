@@ -25,6 +25,7 @@ import structlog
 
 from kcoord.protocol import records
 from kcoord.protocol.records import BatchHeader
+from kcoord.storage import preallocation
 from kcoord.storage.atomic import atomic_write
 from kcoord.storage.flush import Flusher
 from kcoord.storage.index import MAX_RELATIVE_OFFSET
@@ -94,6 +95,9 @@ class LogConfig:
     # Kafka's segment.jitter.ms: each segment rolls a random [0, min(jitter, roll_ms)) earlier,
     # so that partitions created together do not all roll at once.
     roll_jitter_ms: int = 0
+    # Kafka's preallocate / log.preallocate: the active segment reserves its disk blocks ahead
+    # of its appends (kcoord/storage/preallocation.py).
+    preallocate: bool = True
 
 
 @dataclass
@@ -199,12 +203,19 @@ class Log:
         self.flushed_offset = self.log_end_offset
         self.high_watermark = self.log_end_offset
         self.active_roll_jitter_ms = self._draw_jitter()
+        self.segments[-1].preallocate_bytes = self._preallocate_bytes
         return self
 
     def _draw_jitter(self) -> int:
         """Kafka's LogConfig.randomSegmentJitter."""
         bound = min(self.config.roll_jitter_ms, self.config.roll_ms)
         return self._rng.randrange(bound) if bound > 0 else 0
+
+    @property
+    def _preallocate_bytes(self) -> int:
+        if not self.config.preallocate:
+            return 0
+        return min(preallocation.PREALLOCATE_CHUNK_BYTES, self.config.segment_bytes)
 
     @property
     def roll_after_ms(self) -> int:
@@ -291,7 +302,9 @@ class Log:
             return old
         old.close_indexes()
         self._unsynced.append(old)
-        seg = Segment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        seg = Segment(
+            self.directory, self.log_end_offset, self.config.index_interval_bytes, self._preallocate_bytes
+        )
         seg.load(recover=False)
         seg.persist_indexes(keep_open=True)
         self.segments.append(seg)

@@ -10,6 +10,7 @@ import structlog
 
 from kcoord.protocol import records
 from kcoord.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch
+from kcoord.storage import preallocation
 from kcoord.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from kcoord.storage.txn_index import TransactionIndex
 
@@ -23,7 +24,9 @@ def segment_name(base_offset: int) -> str:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, preallocate_bytes: int = 0
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.path = directory / (segment_name(base_offset) + ".log")
@@ -41,6 +44,9 @@ class Segment:
         self._indexes_dirty = False
         self._pins = 0  # in-flight fsyncs; closing waits for them so the fd is never reused
         self._close_pending = False
+        # Blocks are reserved ahead of the appends up to here (0: none; see preallocation.py).
+        self.preallocate_bytes = preallocate_bytes
+        self._reserved_to = 0
 
     # --- opening ---------------------------------------------------------------------------
     def load(self, recover: bool) -> int:
@@ -172,6 +178,8 @@ class Segment:
         """Write batches (offsets already assigned) at the end; returns their start position."""
         start = self.size
         view = memoryview(data)
+        if self.preallocate_bytes and start + len(view) > self._reserved_to:
+            self._reserve(start, len(view))
         written = 0
         while written < len(view):
             written += os.pwrite(self.fd, view[written:], start + written)
@@ -181,6 +189,19 @@ class Segment:
             h.position -= start
         self.size += len(view)
         return start
+
+    def _reserve(self, start: int, length: int) -> None:
+        end = start + max(length, self.preallocate_bytes)
+        if preallocation.reserve(self.fd, start, end - start):
+            self._reserved_to = end
+        else:
+            self.preallocate_bytes = 0  # the filesystem cannot: appends allocate as they go
+
+    def _release(self) -> None:
+        if self._reserved_to > self.size and self.fd >= 0:
+            preallocation.release(self.fd)
+        self._reserved_to = 0
+        self.preallocate_bytes = 0
 
     # --- reading ---------------------------------------------------------------------------
     def position_of(self, offset: int) -> int | None:
@@ -226,6 +247,7 @@ class Segment:
             return
         self.txn_index.close()
         if self.fd >= 0:
+            self._release()
             os.close(self.fd)
             self.fd = -1
 
@@ -235,7 +257,8 @@ class Segment:
             p.unlink(missing_ok=True)
 
     def close_indexes(self) -> None:
-        """The segment stops being active: no more appends to its indexes."""
+        """The segment stops being active: no more appends to its indexes or to the file."""
+        self._release()
         self.index.close()
         self.time_index.close()
         if not self._pins:  # else the flusher's thread may be syncing it: Segment.close closes it

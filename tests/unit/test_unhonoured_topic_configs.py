@@ -24,7 +24,6 @@ def test_the_unhonoured_are_only_what_one_node_cannot_do() -> None:
                 "local.retention.bytes",
                 "local.retention.ms",
                 "min.insync.replicas",
-                "preallocate",
                 "remote.log.copy.disable",
                 "remote.log.delete.on.disable",
                 "remote.storage.enable",
