@@ -207,9 +207,10 @@ class BrokerConfig(BaseModel):
     log_preallocate: bool = Field(
         True,
         description=(
-            "Reserve the active segment's disk blocks ahead of its appends (kcoord: on by default, "
-            "unlike Kafka: on ext4, appends that allocate wait for a running sync, 25-50 ms; the "
-            "file's size stays that of its data)."
+            "Grow the active segment's file 16 MiB ahead of its appends, trimmed when it rolls or "
+            "closes (kcoord: on by default, unlike Kafka: on ext4, appends that allocate wait for "
+            "a running sync, and an fdatasync after an append that grows the file costs ~40 us "
+            "more)."
         ),
     )
     log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(

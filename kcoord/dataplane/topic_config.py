@@ -181,7 +181,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             TYPE_BOOLEAN,
             lambda c: str(c.log_preallocate).lower(),
             True,
-            "Reserve the active segment's disk blocks ahead of its appends.",
+            "Grow the active segment's file ahead of its appends (trimmed when it rolls).",
             "log.preallocate",
         ),
         _c("remote.storage.enable", TYPE_BOOLEAN, False, False, "No tiered storage."),

@@ -22,7 +22,7 @@ def dump_path(
         yield f"segment {f}"
         data = f.read_bytes()
         end = 0
-        for h in records.iter_headers(data, partial_ok=True):
+        for h in _headers(data):
             crc_ok = records.crc_of(data, h.position, h.size) == h.crc
             yield (
                 f"  baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
@@ -40,4 +40,16 @@ def dump_path(
         if progress is not None:
             progress(len(data) - end)
         if end < len(data):
-            yield f"  {len(data) - end} trailing bytes after the last complete batch"
+            if data.count(0, end) == len(data) - end:
+                # The active segment of a running (or crashed) broker: see preallocation.py.
+                yield f"  {len(data) - end} bytes of preallocated space (zeros) after the last batch"
+            else:
+                yield f"  {len(data) - end} trailing bytes after the last complete batch"
+
+
+def _headers(data: bytes) -> Iterator[records.BatchHeader]:
+    """The batches up to the first bytes that are not one (a torn write, preallocated zeros)."""
+    try:
+        yield from records.iter_headers(data, partial_ok=True)
+    except records.InvalidBatch:
+        return

@@ -95,8 +95,8 @@ class LogConfig:
     # Kafka's segment.jitter.ms: each segment rolls a random [0, min(jitter, roll_ms)) earlier,
     # so that partitions created together do not all roll at once.
     roll_jitter_ms: int = 0
-    # Kafka's preallocate / log.preallocate: the active segment reserves its disk blocks ahead
-    # of its appends (kcoord/storage/preallocation.py).
+    # Kafka's preallocate / log.preallocate: the active segment's file is grown ahead of its
+    # appends (kcoord/storage/preallocation.py).
     preallocate: bool = True
 
 

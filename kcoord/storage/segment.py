@@ -44,9 +44,10 @@ class Segment:
         self._indexes_dirty = False
         self._pins = 0  # in-flight fsyncs; closing waits for them so the fd is never reused
         self._close_pending = False
-        # Blocks are reserved ahead of the appends up to here (0: none; see preallocation.py).
+        # The file is grown ahead of the appends, this many bytes at a time (0: it grows as they
+        # write), and was grown up to ``_grown_to`` (0: not by this object; see preallocation.py).
         self.preallocate_bytes = preallocate_bytes
-        self._reserved_to = 0
+        self._grown_to = 0
 
     # --- opening ---------------------------------------------------------------------------
     def load(self, recover: bool) -> int:
@@ -58,7 +59,9 @@ class Segment:
         if recover:
             valid = self._scan(verify=True)
             truncated = self.size - valid
-            if truncated:
+            if truncated and self._trim_preallocated(valid):
+                truncated = 0  # the zeros of a preallocated file were never data
+            elif truncated:
                 log.warning(
                     "truncating torn log tail",
                     segment=str(self.path),
@@ -73,9 +76,23 @@ class Segment:
         if not (
             self.index.load(self.size) and self._tail_from_index() and self.time_index.load(self.next_offset)
         ):
-            self._scan(verify=False)
+            valid = self._scan(verify=False)
+            if valid < self.size:
+                # Zeros past the data: a preallocated file whose trim a crash lost (one rolled
+                # just before it, that recovery did not look at).
+                self._trim_preallocated(valid)
             self._indexes_dirty = True
         return 0
+
+    def _trim_preallocated(self, valid: int) -> bool:
+        """Cut the file to ``valid`` if all past it is zeros (preallocated, never written)."""
+        if not preallocation.is_zeros(self.fd, valid, self.size):
+            return False
+        log.info("trimming preallocated space", segment=str(self.path), data_bytes=valid)
+        preallocation.trim(self.fd, valid)
+        os.fsync(self.fd)
+        self.size = valid
+        return True
 
     def _tail_from_index(self) -> bool:
         """Find next_offset by scanning from the last index entry instead of the whole file."""
@@ -178,8 +195,8 @@ class Segment:
         """Write batches (offsets already assigned) at the end; returns their start position."""
         start = self.size
         view = memoryview(data)
-        if self.preallocate_bytes and start + len(view) > self._reserved_to:
-            self._reserve(start, len(view))
+        if self.preallocate_bytes and start + len(view) > self._grown_to:
+            self._grow(start, len(view))
         written = 0
         while written < len(view):
             written += os.pwrite(self.fd, view[written:], start + written)
@@ -190,17 +207,20 @@ class Segment:
         self.size += len(view)
         return start
 
-    def _reserve(self, start: int, length: int) -> None:
+    def _grow(self, start: int, length: int) -> None:
         end = start + max(length, self.preallocate_bytes)
-        if preallocation.reserve(self.fd, start, end - start):
-            self._reserved_to = end
-        else:
+        err = preallocation.grow(self.fd, start, end)
+        if err is None:
+            self._grown_to = end
+        elif preallocation.unsupported(err):
             self.preallocate_bytes = 0  # the filesystem cannot: appends allocate as they go
 
     def _release(self) -> None:
-        if self._reserved_to > self.size and self.fd >= 0:
-            preallocation.release(self.fd)
-        self._reserved_to = 0
+        """No more appends: the file ends where its data does."""
+        # Only the file as this object grew it: never what something else wrote since.
+        if self._grown_to > self.size and self.fd >= 0 and os.fstat(self.fd).st_size == self._grown_to:
+            preallocation.trim(self.fd, self.size)
+        self._grown_to = 0
         self.preallocate_bytes = 0
 
     # --- reading ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import request_class
 from kcoord.server.api_table import build_table
 from tests.harness import BrokerProcess
-from tests.unit.logutil import decode
+from tests.unit.logutil import decode, written
 from tests.wire import ApiKey, Conn, build_batch
 
 TABLE = build_table()
@@ -314,7 +314,9 @@ def test_delete_records_survives_restart_and_retention_deletes_the_segments_belo
 
 # --- DescribeLogDirs ------------------------------------------------------------------------------
 def _size_on_disk(data_dir: Path, topic: str, p: int) -> int:
-    return sum(f.stat().st_size for f in (data_dir / f"{topic}-{p}").glob("*.log"))
+    """The partition's size as Kafka counts it: its segments' batches (a preallocated active
+    segment's file is longer)."""
+    return sum(len(written(f)) for f in (data_dir / f"{topic}-{p}").glob("*.log"))
 
 
 @pytest.mark.parametrize("version", served(ApiKey.DescribeLogDirs))

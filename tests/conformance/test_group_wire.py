@@ -51,6 +51,7 @@ from tests.coordinator_log import (
 )
 from tests.harness import BrokerFactory, BrokerProcess, shared_broker
 from tests.legacy_log import ShareMember
+from tests.unit.logutil import written
 from tests.wire import ApiKey, Conn, build_batch
 
 OFFSETS_PARTITIONS = 5
@@ -561,7 +562,7 @@ def test_consumer_offsets_fetch_is_the_log_on_disk(broker_factory: BrokerFactory
         fetched = {p: fetch_log(c, p) for p in range(OFFSETS_PARTITIONS)}
     for p in range(OFFSETS_PARTITIONS):
         segments = sorted(Path(b.data_dir, f"{OFFSETS_TOPIC}-{p}").glob("*.log"))
-        on_disk = b"".join(s.read_bytes() for s in segments)
+        on_disk = b"".join(written(s) for s in segments)
         assert fetched[p] == on_disk, p
     # Each group's records are where Kafka puts them: abs(hashCode(group)) % partitions.
     with b.connect() as c:

@@ -20,6 +20,7 @@ from kafka.errors import InvalidConfigurationError
 
 from kcoord.protocol import records
 from tests.harness import BrokerFactory, BrokerProcess
+from tests.unit.logutil import written_headers
 
 CLEANER_ARGS = ["--log-cleaner-backoff-ms", "100", "--log-retention-check-interval-ms", "100"]
 COMPACT = {
@@ -136,7 +137,7 @@ def test_kill_9_while_cleaning_leaves_a_readable_compacted_log(broker_factory: B
         broker.start()
         for seg in sorted((broker.data_dir / "crashy-0").glob("*.log")):
             data = seg.read_bytes()
-            for h in records.iter_headers(data):
+            for h in written_headers(data):
                 assert records.crc_of(data, h.position, h.size) == h.crc, seg
         seen = read_all(broker, "crashy")
         last: dict[bytes, bytes | None] = {}

@@ -59,3 +59,23 @@ def read_all(log: Log) -> list[tuple[int, int, bytes | None, bytes | None]]:
         out.extend(got)
         offset = got[-1][0] + 1
     return out
+
+
+def written_headers(data: bytes) -> list[records.BatchHeader]:
+    """Headers of the batches in a segment file's bytes, up to the zeros that follow them in a
+    running (or killed) broker's preallocated active segment."""
+    out: list[records.BatchHeader] = []
+    try:
+        for h in records.iter_headers(data, partial_ok=True):
+            out.append(h)
+    except records.InvalidBatch:
+        end = out[-1].position + out[-1].size if out else 0
+        assert data.count(0, end) == len(data) - end, "bytes that are neither batches nor zeros"
+    return out
+
+
+def written(path: Path) -> bytes:
+    """A segment file's batches, without the zeros a preallocated active segment ends with."""
+    data = path.read_bytes()
+    headers = written_headers(data)
+    return data[: headers[-1].position + headers[-1].size] if headers else b""

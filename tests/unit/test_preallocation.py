@@ -1,5 +1,6 @@
-"""The active segment reserves its disk blocks ahead of its appends (``preallocate``), without
-changing the file's size, and gives back what it did not use when it stops being active."""
+"""Preallocated segments (``preallocate`` / ``log.preallocate``): the active segment's file is
+grown ahead of its appends and trimmed to its data when it stops being active; after a crash,
+opening the log cuts the zeros off and loses nothing."""
 
 from __future__ import annotations
 
@@ -7,93 +8,122 @@ import os
 from pathlib import Path
 
 import pytest
+import structlog
 
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.storage import preallocation
+from kcoord.storage.dump import dump_path
 from kcoord.storage.preallocation import PREALLOCATE_CHUNK_BYTES
 from tests.unit.logutil import T0, append, open_log, read_all
 
 
-def allocated(path: Path) -> int:
-    return os.stat(path).st_blocks * 512
-
-
-@pytest.fixture
-def can_reserve(tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def can_grow(tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     fd = os.open(probe, os.O_CREAT | os.O_RDWR)
     try:
-        if not preallocation.reserve(fd, 0, 1 << 20) or allocated(probe) < 1 << 20:
-            pytest.skip("this filesystem cannot reserve blocks past the end of a file")
+        if preallocation.grow(fd, 0, 1 << 20) is not None:
+            pytest.skip("this filesystem cannot preallocate")
     finally:
         os.close(fd)
         probe.unlink()
 
 
-def test_appends_reserve_blocks_past_the_end_and_the_size_stays_the_data(
-    tmp_path: Path, can_reserve: None
-) -> None:
+def file_size(path: Path) -> int:
+    return os.path.getsize(path)
+
+
+def test_the_active_file_runs_ahead_of_its_data_and_is_trimmed_on_close(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     append(log, [T0] * 3, value_size=1000)
     seg = log.active
-    assert os.path.getsize(seg.path) == seg.size < 4096
-    assert allocated(seg.path) >= PREALLOCATE_CHUNK_BYTES
-    # Appends within the reservation do not ask again; the one that passes it reserves the next.
-    for _ in range(3):
+    assert file_size(seg.path) == PREALLOCATE_CHUNK_BYTES > seg.size
+    with open(seg.path, "rb") as f:
+        f.seek(seg.size)
+        assert f.read(1 << 16) == bytes(1 << 16)  # past the data: zeros
+    for _ in range(200):  # past the first chunk: the file grows by another
         append(log, [T0] * 100, value_size=1000)
-    assert os.path.getsize(seg.path) == seg.size and allocated(seg.path) >= PREALLOCATE_CHUNK_BYTES
+    assert seg.size > PREALLOCATE_CHUNK_BYTES and file_size(seg.path) > seg.size
+    assert len(read_all(log)) == 20_003  # reads stop where the data does
+    assert "bytes of preallocated space (zeros) after the last batch" in list(dump_path(seg.path))[-1]
+    os.utime(seg.path, ns=(1_000_000_000, 1_000_000_000))
     log.close()
-    # Closing gives the unused blocks back; what was written stays, and reads the same.
-    assert allocated(seg.path) < seg_bytes_rounded(seg.size) + 4096 * 4
-    reopened = open_log(tmp_path, unclean=True)
-    assert len(read_all(reopened)) == 303
+    assert file_size(seg.path) == seg.size
+    assert os.stat(seg.path).st_mtime_ns == 1_000_000_000  # trimming wrote no data
+    reopened = open_log(tmp_path)
+    assert len(read_all(reopened)) == 20_003 and reopened.log_end_offset == 20_003
     reopened.close()
 
 
-def seg_bytes_rounded(size: int) -> int:
-    return (size + 4095) // 4096 * 4096
-
-
-def test_a_rolled_segment_gives_its_reservation_back_and_keeps_its_mtime(
-    tmp_path: Path, can_reserve: None
-) -> None:
+def test_a_rolled_segment_is_trimmed(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1 << 16)
     append(log, [T0] * 10, value_size=1000)
     first = log.active
-    assert allocated(first.path) >= 1 << 16  # the chunk is capped by segment.bytes
+    assert file_size(first.path) == 1 << 16  # the chunk is capped by segment.bytes
     while log.active is first:
         append(log, [T0] * 10, value_size=1000)
-    assert allocated(first.path) <= seg_bytes_rounded(first.size)
-    active = log.active
-    assert allocated(active.path) >= 1 << 16
-    os.utime(active.path, ns=(1_000_000_000, 1_000_000_000))  # written long ago
+    assert file_size(first.path) == first.size
+    assert file_size(log.active.path) == 1 << 16
     log.close()
-    assert allocated(active.path) <= seg_bytes_rounded(active.size)
-    assert os.stat(active.path).st_mtime_ns == 1_000_000_000
 
 
-def test_a_crash_leaves_the_reservation_and_recovery_reads_the_data(
-    tmp_path: Path, can_reserve: None
+def test_a_crash_leaves_zeros_that_opening_cuts_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory())
     log = open_log(tmp_path)
     append(log, [T0] * 5, value_size=100)
     path = log.active.path
-    size = os.path.getsize(path)
-    # kill -9: nothing is closed; the file holds its data and blocks reserved past its end.
+    data = log.active.size
+    # kill -9: nothing is closed or trimmed.
+    assert file_size(path) == PREALLOCATE_CHUNK_BYTES
     reopened = open_log(tmp_path, unclean=True)
-    assert reopened.log_end_offset == 5 and os.path.getsize(path) == size
+    assert reopened.log_end_offset == 5 and file_size(path) == data
+    out = capsys.readouterr().out
+    assert "trimming preallocated space" in out and "torn" not in out
     append(reopened, [T0] * 5, value_size=100)
     assert [r[0] for r in read_all(reopened)] == list(range(10))
     reopened.close()
-    log.close()  # the crashed process's view, older than the file: giving back never shortens it
+    log.close()  # the crashed process's view, older than the file: it never shortens it
     assert [r[0] for r in read_all(open_log(tmp_path))] == list(range(10))
 
 
-def test_preallocate_off_reserves_nothing(tmp_path: Path, can_reserve: None) -> None:
+@pytest.mark.parametrize("behind", [1, 2], ids=["before the active", "two before the active"])
+def test_a_lost_trim_behind_the_active_segment_loses_no_segment(tmp_path: Path, behind: int) -> None:
+    """A crash right after a roll can leave the rolled segment untrimmed: its zeros are not a
+    torn write, so the segments after it stay (a torn write would drop them)."""
+    log = open_log(tmp_path, segment_bytes=4096)
+    while len(log.segments) < 4:
+        append(log, [T0] * 4, value_size=200)
+    end = log.log_end_offset
+    untrimmed = log.segments[-1 - behind].path
+    log.close()
+    os.truncate(untrimmed, 4096 * 4)  # as it was before its trim
+    reopened = open_log(tmp_path, unclean=True)
+    assert reopened.log_end_offset == end and len(reopened.segments) == 4
+    assert [r[0] for r in read_all(reopened)] == list(range(end))
+    assert file_size(untrimmed) < 4096 * 4
+    reopened.close()
+
+
+def test_a_torn_write_in_preallocated_space_is_still_a_torn_write(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, [T0] * 5, value_size=100)
+    seg = log.active
+    with open(seg.path, "r+b") as f:
+        f.seek(seg.size)
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x01\x00half a batch")
+    reopened = open_log(tmp_path, unclean=True)
+    assert reopened.log_end_offset == 5 and file_size(seg.path) == seg.size
+    reopened.close()
+    log.close()
+
+
+def test_preallocate_off_grows_the_file_as_it_writes(tmp_path: Path) -> None:
     log = open_log(tmp_path, preallocate=False)
     append(log, [T0] * 3, value_size=1000)
-    assert allocated(log.active.path) < 1 << 20
+    assert file_size(log.active.path) == log.active.size
     log.close()
 
 

@@ -74,7 +74,7 @@ def append(
 def stored(part: Partition) -> list[tuple[records.BatchHeader, bytes]]:
     out = []
     for seg in part.log.segments:
-        data = seg.path.read_bytes()
+        data = seg.path.read_bytes()[: seg.size]  # without the preallocated zeros
         out.extend((h, data[h.position : h.position + h.size]) for h in records.iter_headers(data))
     return out
 
