@@ -1,5 +1,6 @@
 """Preallocated segments (Kafka's ``log.preallocate``): the active segment's file is grown ahead
-of its appends, 16 MiB at a time, and trimmed to its data when the segment stops being active.
+of its appends (by as much as it holds already, from 1 MiB to 16 MiB at a time) and trimmed to
+its data when the segment stops being active.
 
 Why, measured on this VM's ext4 (the machine kind kcoord is benchmarked on):
 
@@ -15,31 +16,43 @@ Blocks reserved past the end of the file (``FALLOC_FL_KEEP_SIZE``) give the firs
 the file has to be sized beyond its data for the second, as Kafka's preallocation does (Kafka
 sizes the file to ``segment.bytes`` at once). So a preallocated segment's file is longer than
 its data while the segment is active: ``Segment.size`` is where the data ends, and the rest of
-the file reads as zeros. Closing or rolling the segment trims the file (``trim``); after a crash
-the zeros are still there, and recovery (``Segment.load``), which ends the log at the first
-bytes that are not a batch, cuts them off as it cuts a torn write. A trimmed file is what the
-previous versions wrote, and they recover an untrimmed one the same way.
+the file reads as zeros. Rolling the segment or closing the log trims the file (``trim``); after
+a crash the zeros are still there, and opening the log (``Segment.load``), which ends a segment
+at the first bytes that are not a batch, cuts them off. Unlike a torn write they are no sign of
+damage: the segments after such a segment are kept.
+
+A trimmed file is what the previous versions wrote. After a crash they cut the active segment's
+zeros off as a torn tail. A rolled segment is trimmed in the same flush round that syncs the
+first data written after the roll, so under ``log.flush.policy=always`` a crash can leave one
+untrimmed only before anything after it was acknowledged; the previous versions would drop the
+segments after it, which then hold only unacknowledged records.
+
+Disk space: up to 16 MiB per partition beyond its data (1 MiB for a partition that holds less
+than that), counted by neither ``retention.bytes`` nor DescribeLogDirs, which count data.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import os
 from collections.abc import Callable
 
-# Bytes added at a time: a chunk holds ~160 produce requests of 100 KB or ~80,000 commits, so
-# the fallocate call (tens of microseconds) and the size change the next fdatasync commits are
-# a small share of the appends they serve.
+# Bytes added at a time, at most: 16 MiB hold ~160 produce requests of 100 KB, so the fallocate
+# call (tens of microseconds) and the size change the next fdatasync commits are a small share
+# of the appends they serve; at least 1 MiB (~10,000 offset commits).
 PREALLOCATE_CHUNK_BYTES = 16 << 20
+PREALLOCATE_MIN_BYTES = 1 << 20
 
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
     try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).fallocate
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = getattr(libc, "fallocate64", None) or libc.fallocate  # 64-bit offsets everywhere
     except (OSError, AttributeError):  # not Linux: no preallocation
         return None
     fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
@@ -72,11 +85,16 @@ def trim(fd: int, size: int) -> None:
     zeros past the data were never written; ListOffsets v0 answers with segments' times)."""
     st = os.fstat(fd)
     os.ftruncate(fd, size)
-    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # Only the file's owner may set its times (a broker with group write access gets EPERM):
+    # then the file keeps the trim's time.
+    with contextlib.suppress(PermissionError):
+        os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def is_zeros(fd: int, start: int, end: int) -> bool:
-    """Whether the file holds only zero bytes from ``start`` to ``end`` (preallocated space)."""
+    """Whether the file holds only zero bytes from ``start`` to ``end``: space grown ahead of
+    the data (or writes into it that a crash lost, none of them acknowledged under
+    ``log.flush.policy=always``)."""
     chunk = 1 << 20
     pos = start
     while pos < end:

@@ -10,6 +10,9 @@
 // tells the test whether all passed. The last line printed is "PROBE OK" on success.
 
 import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -69,11 +72,21 @@ public class AdminProbe {
         return null;
     }
 
-    static long sizeOnDisk(String logDir, TopicPartition tp) {
+    // The bytes of the partition's batches, as Kafka counts a log's size: the running broker's
+    // active segment is preallocated, its file longer than its data (zeros after the last batch).
+    static long sizeOnDisk(String logDir, TopicPartition tp) throws IOException {
         long size = 0;
         File[] files = new File(logDir, tp.topic() + "-" + tp.partition()).listFiles();
         for (File f : files) {
-            if (f.getName().endsWith(".log")) size += f.length();
+            if (!f.getName().endsWith(".log")) continue;
+            ByteBuffer data = ByteBuffer.wrap(Files.readAllBytes(f.toPath()));
+            int pos = 0;
+            while (pos + 12 <= data.limit()) {
+                int length = data.getInt(pos + 8);  // after the base offset
+                if (length <= 0 || pos + 12 + length > data.limit()) break;
+                pos += 12 + length;
+            }
+            size += pos;
         }
         return size;
     }

@@ -66,7 +66,7 @@ def written_headers(data: bytes) -> list[records.BatchHeader]:
     running (or killed) broker's preallocated active segment."""
     out: list[records.BatchHeader] = []
     try:
-        for h in records.iter_headers(data, partial_ok=True):
+        for h in records.iter_headers(data):
             out.append(h)
     except records.InvalidBatch:
         end = out[-1].position + out[-1].size if out else 0

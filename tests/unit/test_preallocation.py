@@ -14,11 +14,13 @@ from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.storage import preallocation
 from kcoord.storage.dump import dump_path
-from kcoord.storage.preallocation import PREALLOCATE_CHUNK_BYTES
+from kcoord.storage.flush import Flusher
+from kcoord.storage.log import Log, LogConfig
+from kcoord.storage.preallocation import PREALLOCATE_CHUNK_BYTES, PREALLOCATE_MIN_BYTES
 from tests.unit.logutil import T0, append, open_log, read_all
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def can_grow(tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     fd = os.open(probe, os.O_CREAT | os.O_RDWR)
@@ -34,17 +36,20 @@ def file_size(path: Path) -> int:
     return os.path.getsize(path)
 
 
-def test_the_active_file_runs_ahead_of_its_data_and_is_trimmed_on_close(tmp_path: Path) -> None:
+def test_the_active_file_runs_ahead_of_its_data_and_is_trimmed_on_close(
+    tmp_path: Path, can_grow: None
+) -> None:
     log = open_log(tmp_path)
     append(log, [T0] * 3, value_size=1000)
     seg = log.active
-    assert file_size(seg.path) == PREALLOCATE_CHUNK_BYTES > seg.size
+    assert file_size(seg.path) == PREALLOCATE_MIN_BYTES > seg.size  # a new segment: 1 MiB ahead
     with open(seg.path, "rb") as f:
         f.seek(seg.size)
         assert f.read(1 << 16) == bytes(1 << 16)  # past the data: zeros
-    for _ in range(200):  # past the first chunk: the file grows by another
+    for _ in range(200):  # 20 MB: the file grows by more as the segment holds more
         append(log, [T0] * 100, value_size=1000)
     assert seg.size > PREALLOCATE_CHUNK_BYTES and file_size(seg.path) > seg.size
+    assert file_size(seg.path) - seg.size > PREALLOCATE_MIN_BYTES
     assert len(read_all(log)) == 20_003  # reads stop where the data does
     assert "bytes of preallocated space (zeros) after the last batch" in list(dump_path(seg.path))[-1]
     os.utime(seg.path, ns=(1_000_000_000, 1_000_000_000))
@@ -56,7 +61,7 @@ def test_the_active_file_runs_ahead_of_its_data_and_is_trimmed_on_close(tmp_path
     reopened.close()
 
 
-def test_a_rolled_segment_is_trimmed(tmp_path: Path) -> None:
+def test_a_rolled_segment_is_trimmed(tmp_path: Path, can_grow: None) -> None:
     log = open_log(tmp_path, segment_bytes=1 << 16)
     append(log, [T0] * 10, value_size=1000)
     first = log.active
@@ -77,7 +82,7 @@ def test_a_crash_leaves_zeros_that_opening_cuts_off(
     path = log.active.path
     data = log.active.size
     # kill -9: nothing is closed or trimmed.
-    assert file_size(path) == PREALLOCATE_CHUNK_BYTES
+    assert file_size(path) == PREALLOCATE_MIN_BYTES
     reopened = open_log(tmp_path, unclean=True)
     assert reopened.log_end_offset == 5 and file_size(path) == data
     out = capsys.readouterr().out
@@ -90,7 +95,9 @@ def test_a_crash_leaves_zeros_that_opening_cuts_off(
 
 
 @pytest.mark.parametrize("behind", [1, 2], ids=["before the active", "two before the active"])
-def test_a_lost_trim_behind_the_active_segment_loses_no_segment(tmp_path: Path, behind: int) -> None:
+def test_a_lost_trim_behind_the_active_segment_loses_no_segment(
+    tmp_path: Path, behind: int, can_grow: None
+) -> None:
     """A crash right after a roll can leave the rolled segment untrimmed: its zeros are not a
     torn write, so the segments after it stay (a torn write would drop them)."""
     log = open_log(tmp_path, segment_bytes=4096)
@@ -107,7 +114,7 @@ def test_a_lost_trim_behind_the_active_segment_loses_no_segment(tmp_path: Path, 
     reopened.close()
 
 
-def test_a_torn_write_in_preallocated_space_is_still_a_torn_write(tmp_path: Path) -> None:
+def test_a_torn_write_in_preallocated_space_is_still_a_torn_write(tmp_path: Path, can_grow: None) -> None:
     log = open_log(tmp_path)
     append(log, [T0] * 5, value_size=100)
     seg = log.active
@@ -135,3 +142,24 @@ def test_the_topic_config_and_its_broker_synonym_reach_the_log(tmp_path: Path) -
     pm.config = BrokerConfig(log_dirs=str(tmp_path), log_preallocate=False)
     assert pm.log_config({}).preallocate is False
     assert pm.log_config({"preallocate": "true"}).preallocate is True
+
+
+@pytest.mark.parametrize("tail", [bytes(4096), b"\x00\x00\x00\x00\x00\x00\x00\x09half a batch"])
+def test_a_trusted_segment_with_bytes_past_its_batches_is_recovered(tmp_path: Path, tail: bytes) -> None:
+    """A log opened without recovery (a coordinator log after a clean shutdown) whose active
+    segment has bytes past its last batch: they are cut off, so that the next appends follow
+    the data instead of bytes a later recovery would stop at, taking them along."""
+    config = LogConfig()
+    log = Log.open(tmp_path, config, Flusher("os"), unclean=False, trust_clean_close=True)
+    append(log, [T0] * 5, value_size=100)
+    path = log.active.path
+    log.close()
+    with open(path, "ab") as f:
+        f.write(tail)
+    reopened = Log.open(tmp_path, config, Flusher("os"), unclean=False, trust_clean_close=True)
+    assert reopened.log_end_offset == 5
+    append(reopened, [T0] * 5, value_size=100)
+    reopened.close()
+    recovered = Log.open(tmp_path, config, Flusher("os"), unclean=True)
+    assert [r[0] for r in read_all(recovered)] == list(range(10))
+    recovered.close()
