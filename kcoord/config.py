@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kcoord.endpoints import Endpoint, parse_http_listeners, parse_ip_overrides, parse_listeners
 from kcoord.security.authenticator import check_mechanisms
 from kcoord.security.jaas import parse_jaas_config
 from kcoord.security.listeners import (
@@ -207,10 +207,10 @@ class BrokerConfig(BaseModel):
     log_preallocate: bool = Field(
         True,
         description=(
-            "Grow the active segment's file 16 MiB ahead of its appends, trimmed when it rolls or "
-            "closes (kcoord: on by default, unlike Kafka: on ext4, appends that allocate wait for "
-            "a running sync, and an fdatasync after an append that grows the file costs ~40 us "
-            "more)."
+            "Grow the active segment's file ahead of its appends (1-16 MiB at a time), trimmed "
+            "when it rolls or closes (kcoord: on by default, unlike Kafka: on ext4, appends that "
+            "allocate wait for a running sync, and an fdatasync after an append that grows the "
+            "file costs ~40 us more)."
         ),
     )
     log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
@@ -579,66 +579,6 @@ class BrokerConfig(BaseModel):
     def kafka_items(self) -> dict[str, Any]:
         """Every setting under its Kafka name (DescribeConfigs on the broker resource)."""
         return {kafka_name(k): v for k, v in self.model_dump().items()}
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    name: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
-
-
-def parse_listeners(spec: str) -> list[Endpoint]:
-    endpoints = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, rest = part.partition("://")
-        if not sep:
-            raise ValueError(f"listener {part!r} is not NAME://host:port")
-        host, colon, port = rest.rpartition(":")
-        if not colon or not port.isdigit():
-            raise ValueError(f"listener {part!r} has no port")
-        host = host.strip("[]")
-        endpoints.append(Endpoint(name.upper(), host, int(port)))
-    if not endpoints:
-        raise ValueError("no listeners given")
-    names = [e.name for e in endpoints]
-    if len(set(names)) != len(names):
-        raise ValueError(f"listener names repeat: {spec!r}")
-    return endpoints
-
-
-def parse_ip_overrides(spec: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``host:count`` pairs, hosts as IPs or names."""
-    out: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        host, sep, count = part.rpartition(":")
-        if not sep or not host.strip() or not count.strip().isdigit():
-            raise ValueError(f"max.connections.per.ip.overrides entry {part!r} is not host:count")
-        out[host.strip()] = int(count)
-    return out
-
-
-def parse_http_listeners(spec: str) -> list[Endpoint]:
-    """``http://host:port,...``; nothing (an empty or blank value) for no HTTP endpoint."""
-    endpoints = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        scheme, sep, rest = part.partition("://")
-        if not sep or scheme.lower() != "http":
-            raise ValueError(f"http listener {part!r} is not http://host:port")
-        host, colon, port = rest.rstrip("/").rpartition(":")
-        if not colon or not port.isdigit():
-            raise ValueError(f"http listener {part!r} has no port")
-        endpoints.append(Endpoint("HTTP", host.strip("[]"), int(port)))
-    return endpoints
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -14,10 +14,11 @@ from typing import Any, Protocol
 
 from kcoord.apis.long_poll import Shutdown
 from kcoord.clock import Clock
-from kcoord.config import BrokerConfig, Endpoint
+from kcoord.config import BrokerConfig
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
+from kcoord.endpoints import Endpoint
 from kcoord.groups.store import GroupStore
 from kcoord.metadata.authorizer import StandardAuthorizer
 from kcoord.metadata.store import MetadataStore

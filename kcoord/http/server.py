@@ -28,7 +28,7 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from kcoord.apis.services import Services
-from kcoord.config import Endpoint
+from kcoord.endpoints import Endpoint
 from kcoord.http import history, prometheus, views
 from kcoord.http.console import Console
 

@@ -12,12 +12,13 @@ import structlog
 
 from kcoord.apis.services import Services
 from kcoord.clock import Clock, SystemClock
-from kcoord.config import BrokerConfig, Endpoint, parse_ip_overrides
+from kcoord.config import BrokerConfig
 from kcoord.consumer.metrics import register_consumer_group_metrics
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.dataplane.fetch_sessions import FetchSessionCache
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.producer_ids import ProducerIdManager
+from kcoord.endpoints import Endpoint, parse_ip_overrides
 from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table

@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from kcoord.config import Endpoint
+from kcoord.endpoints import Endpoint
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator

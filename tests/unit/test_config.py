@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kcoord import cli
-from kcoord.config import BrokerConfig, build_config, kafka_name, load_toml, parse_listeners
+from kcoord.config import BrokerConfig, build_config, kafka_name, load_toml
+from kcoord.endpoints import parse_listeners
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kcoord.config import parse_ip_overrides
+from kcoord.endpoints import parse_ip_overrides
 from kcoord.server.connection_quotas import ConnectionQuotas
 
 
