@@ -17,20 +17,26 @@ class Endpoint:
         return f"{self.name}://{self.host}:{self.port}"
 
 
+def _entries(spec: str) -> list[str]:
+    return [p for p in (p.strip() for p in spec.split(",")) if p]
+
+
+def _endpoint(part: str, what: str, form: str) -> tuple[str, str, int]:
+    """(name or scheme, host, port) of one ``NAME://host:port`` entry (IPv6 hosts in brackets)."""
+    name, sep, rest = part.partition("://")
+    if not sep:
+        raise ValueError(f"{what} {part!r} is not {form}")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit():
+        raise ValueError(f"{what} {part!r} has no port")
+    return name, host.strip("[]"), int(port)
+
+
 def parse_listeners(spec: str) -> list[Endpoint]:
     endpoints = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, rest = part.partition("://")
-        if not sep:
-            raise ValueError(f"listener {part!r} is not NAME://host:port")
-        host, colon, port = rest.rpartition(":")
-        if not colon or not port.isdigit():
-            raise ValueError(f"listener {part!r} has no port")
-        host = host.strip("[]")
-        endpoints.append(Endpoint(name.upper(), host, int(port)))
+    for part in _entries(spec):
+        name, host, port = _endpoint(part, "listener", "NAME://host:port")
+        endpoints.append(Endpoint(name.upper(), host, port))
     if not endpoints:
         raise ValueError("no listeners given")
     names = [e.name for e in endpoints]
@@ -42,7 +48,7 @@ def parse_listeners(spec: str) -> list[Endpoint]:
 def parse_ip_overrides(spec: str) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: ``host:count`` pairs, hosts as IPs or names."""
     out: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
+    for part in _entries(spec):
         host, sep, count = part.rpartition(":")
         if not sep or not host.strip() or not count.strip().isdigit():
             raise ValueError(f"max.connections.per.ip.overrides entry {part!r} is not host:count")
@@ -53,15 +59,10 @@ def parse_ip_overrides(spec: str) -> dict[str, int]:
 def parse_http_listeners(spec: str) -> list[Endpoint]:
     """``http://host:port,...``; nothing (an empty or blank value) for no HTTP endpoint."""
     endpoints = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        scheme, sep, rest = part.partition("://")
-        if not sep or scheme.lower() != "http":
-            raise ValueError(f"http listener {part!r} is not http://host:port")
-        host, colon, port = rest.rstrip("/").rpartition(":")
-        if not colon or not port.isdigit():
-            raise ValueError(f"http listener {part!r} has no port")
-        endpoints.append(Endpoint("HTTP", host.strip("[]"), int(port)))
+    for part in _entries(spec):
+        form = "http://host:port"
+        scheme, host, port = _endpoint(part.rstrip("/"), "http listener", form)
+        if scheme.lower() != "http":
+            raise ValueError(f"http listener {part!r} is not {form}")
+        endpoints.append(Endpoint("HTTP", host, port))
     return endpoints
