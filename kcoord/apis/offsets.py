@@ -105,29 +105,38 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     for t in req.topics:
         topic = pm.get_by_id(t.topic_id) if v >= 10 else pm.get(t.name)
         parts = []
+        name = topic.name if topic is not None else t.name if v < 10 else None
+        # The same for every partition of the topic, so asked once.
+        if name is not None and not topic_authorized(services, ctx, Op.READ, name):
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None:
+            refused = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            refused = 0
+        n_partitions = len(topic.partitions) if topic is not None else 0
         for p in t.partitions:
-            entry = [p.partition_index, 0]
-            parts.append(entry)
-            name = topic.name if topic is not None else t.name if v < 10 else None
-            if name is not None and not topic_authorized(services, ctx, Op.READ, name):
-                entry[1] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif topic is None:
-                entry[1] = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not 0 <= p.partition_index < len(topic.partitions):
-                entry[1] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.committed_metadata is not None and _java_length(p.committed_metadata) > max_meta:
-                entry[1] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            index = p.partition_index
+            metadata = p.committed_metadata
+            if refused:
+                parts.append([index, refused])
+            elif not 0 <= index < n_partitions:
+                parts.append([index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
+            # A Java length is at most two units per character: most metadata needs no count.
+            elif metadata is not None and 2 * len(metadata) > max_meta and _java_length(metadata) > max_meta:
+                parts.append([index, ErrorCode.OFFSET_METADATA_TOO_LARGE])
             else:
+                entry = [index, 0]
+                parts.append(entry)
                 commits.append(
                     (
-                        topic.name,
-                        p.partition_index,
+                        name,  # type: ignore[arg-type]  # a known topic's name
+                        index,
                         p.committed_offset,
                         p.committed_leader_epoch if v >= 6 else -1,
-                        p.committed_metadata or "",
+                        metadata or "",
                     )
                 )
-                committed_ids.append((topic.topic_id, p.partition_index))
+                committed_ids.append((topic.topic_id, index))  # type: ignore[union-attr]
                 slots.append(entry)
         results.append((t, parts))
 

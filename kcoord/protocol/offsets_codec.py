@@ -1,21 +1,26 @@
-"""Hand-written encoders for the OffsetCommit and OffsetFetch responses.
+"""Hand-written codecs for OffsetCommit and OffsetFetch: the requests' decoders and the
+responses' encoders.
 
-They are a coordinator's most frequent answers. kafka-python's schema-driven classes build a
-container object per topic and partition and then walk the schema field by field; these write
-the same bytes directly from tuples. The answers have the ``encode(version=...)`` method the
-dispatcher calls, so handlers return them where they would return a kafka-python message.
-tests/unit/test_offsets_codec.py checks them byte for byte against kafka-python for every
-version.
+They are a coordinator's most frequent messages. kafka-python's schema-driven classes build a
+container object per topic and partition (with its version, tags and unknown tags) and walk the
+schema field by field, and the dispatcher then walks the result once more for nulls the schema
+forbids. The decoders here read the bytes into named tuples with the attribute names of
+kafka-python's classes (so handlers read either alike), refuse a forbidden null as they meet it,
+and skip tagged fields, which neither request defines. The answers are written directly from
+tuples and have the ``encode(version=...)`` method the dispatcher calls, so handlers return them
+where they would return a kafka-python message. tests/unit/test_offsets_codec.py checks both
+directions against kafka-python for every version, nulls and truncated bodies included.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
+from kcoord.protocol.frames import MalformedRequest, skip_tagged_fields
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -125,3 +130,240 @@ class OffsetFetchAnswer:
         if flexible:
             out += b"\x00"
         return bytes(out)
+
+
+# --- requests ----------------------------------------------------------------------------------
+class CommitRequestPartition(NamedTuple):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # -1 before v6
+    committed_metadata: str | None
+
+
+class CommitRequestTopic(NamedTuple):
+    name: str | None  # None from v10
+    topic_id: uuid.UUID | None  # v10+; the zero uuid reads as None, as in kafka-python
+    partitions: list[CommitRequestPartition]
+
+
+class OffsetCommitRequest(NamedTuple):
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None  # v7+
+    retention_time_ms: int  # v2-v4, else -1
+    topics: list[CommitRequestTopic]
+
+
+class FetchRequestTopic(NamedTuple):
+    name: str | None  # None from v10
+    topic_id: uuid.UUID | None  # v10+
+    partition_indexes: list[int]
+
+
+class FetchRequestGroup(NamedTuple):
+    group_id: str
+    member_id: str | None  # v9+
+    member_epoch: int  # v9+, else -1
+    topics: list[FetchRequestTopic] | None
+
+
+class OffsetFetchRequest(NamedTuple):
+    group_id: str | None  # v1-v7
+    topics: list[FetchRequestTopic] | None  # v1-v7 (nullable from v2)
+    groups: list[FetchRequestGroup]  # v8+
+    require_stable: bool  # v7+
+
+
+_new = tuple.__new__
+_I64 = struct.Struct(">q")
+_PART_V2 = struct.Struct(">iq")  # partition index, committed offset
+_PART_V6 = struct.Struct(">iqi")  # ... and committed leader epoch
+_UUID_STRUCT = struct.Struct(">16s")
+
+
+def _null(field: str) -> MalformedRequest:
+    return MalformedRequest(f"non-nullable field {field} was serialized as null")
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("varint longer than 5 bytes")
+
+
+def _str(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
+    """A (nullable) string: None for null; a length that runs past the body raises."""
+    if flexible:
+        n = buf[pos]
+        if n & 0x80:
+            n, pos = _uvarint(buf, pos)
+        else:
+            pos += 1
+        n -= 1
+    else:
+        (n,) = _I16.unpack_from(buf, pos)
+        pos += 2
+    if n < 0:
+        if n < -1:
+            raise MalformedRequest(f"string length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise MalformedRequest("string runs past the end of the request")
+    return str(buf[pos:end], "utf-8"), end
+
+
+def _count_at(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
+    """An array's length, -1 for null."""
+    if flexible:
+        n = buf[pos]
+        if n & 0x80:
+            n, pos = _uvarint(buf, pos)
+        else:
+            pos += 1
+        return n - 1, pos
+    (n,) = _I32.unpack_from(buf, pos)
+    if n < -1:
+        raise MalformedRequest(f"array length {n}")
+    return n, pos + 4
+
+
+def _tags(buf: memoryview, pos: int) -> int:
+    return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
+
+
+def _uuid_at(buf: memoryview, pos: int) -> uuid.UUID | None:
+    (raw,) = _UUID_STRUCT.unpack_from(buf, pos)
+    return None if raw == _ZERO_UUID else uuid.UUID(bytes=raw)
+
+
+def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
+    """OffsetCommit v2-v10 from ``buf[pos:]`` (after the request header): (request, end)."""
+    flexible = version >= 8
+    group_id, pos = _str(buf, pos, flexible)
+    if group_id is None:
+        raise _null("OffsetCommitRequest.group_id")
+    (generation,) = _I32.unpack_from(buf, pos)
+    member_id, pos = _str(buf, pos + 4, flexible)
+    if member_id is None:
+        raise _null("OffsetCommitRequest.member_id")
+    instance = None
+    if version >= 7:
+        instance, pos = _str(buf, pos, flexible)
+    retention = -1
+    if version <= 4:
+        (retention,) = _I64.unpack_from(buf, pos)
+        pos += 8
+    n_topics, pos = _count_at(buf, pos, flexible)
+    if n_topics < 0:
+        raise _null("OffsetCommitRequest.topics")
+    with_epoch = version >= 6
+    part = _PART_V6 if with_epoch else _PART_V2
+    part_size = part.size
+    unpack = part.unpack_from
+    topics = []
+    for _ in range(n_topics):
+        name = topic_id = None
+        if version >= 10:
+            topic_id = _uuid_at(buf, pos)
+            pos += 16
+        else:
+            name, pos = _str(buf, pos, flexible)
+            if name is None:
+                raise _null("OffsetCommitRequest.topics.name")
+        n_parts, pos = _count_at(buf, pos, flexible)
+        if n_parts < 0:
+            raise _null("OffsetCommitRequest.topics.partitions")
+        parts = []
+        for _ in range(n_parts):
+            fixed = unpack(buf, pos)
+            metadata, pos = _str(buf, pos + part_size, flexible)
+            if flexible:
+                pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
+            fields = (*fixed, metadata) if with_epoch else (*fixed, -1, metadata)
+            parts.append(_new(CommitRequestPartition, fields))
+        if flexible:
+            pos = _tags(buf, pos)
+        topics.append(_new(CommitRequestTopic, (name, topic_id, parts)))
+    if flexible:
+        pos = _tags(buf, pos)
+    if pos > len(buf):
+        raise MalformedRequest("OffsetCommit request runs past its frame")
+    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance, retention, topics)), pos
+
+
+def _fetch_topics(
+    buf: memoryview, pos: int, version: int, flexible: bool
+) -> tuple[list[FetchRequestTopic] | None, int]:
+    n_topics, pos = _count_at(buf, pos, flexible)
+    if n_topics < 0:
+        # Nullable from v2 (KIP-88: all the group's offsets); the handler refuses it in v1.
+        return None, pos
+    topics = []
+    for _ in range(n_topics):
+        name = topic_id = None
+        if version >= 10:
+            topic_id = _uuid_at(buf, pos)
+            pos += 16
+        else:
+            name, pos = _str(buf, pos, flexible)
+            if name is None:
+                raise _null("OffsetFetchRequest.topics.name")
+        n, pos = _count_at(buf, pos, flexible)
+        if n < 0:
+            raise _null("OffsetFetchRequest.topics.partition_indexes")
+        end = pos + 4 * n
+        if end > len(buf):
+            raise MalformedRequest("partition indexes run past the end of the request")
+        indexes = list(struct.unpack_from(f">{n}i", buf, pos))
+        pos = end
+        if flexible:
+            pos = _tags(buf, pos)
+        topics.append(_new(FetchRequestTopic, (name, topic_id, indexes)))
+    return topics, pos
+
+
+def decode_offset_fetch(buf: memoryview, pos: int, version: int) -> tuple[OffsetFetchRequest, int]:
+    """OffsetFetch v1-v10 from ``buf[pos:]`` (after the request header): (request, end)."""
+    flexible = version >= 6
+    group_id = None
+    topics = None
+    groups = []
+    if version < 8:
+        group_id, pos = _str(buf, pos, flexible)
+        if group_id is None:
+            raise _null("OffsetFetchRequest.group_id")
+        topics, pos = _fetch_topics(buf, pos, version, flexible)
+    else:
+        n_groups, pos = _count_at(buf, pos, flexible)
+        if n_groups < 0:
+            raise _null("OffsetFetchRequest.groups")
+        for _ in range(n_groups):
+            gid, pos = _str(buf, pos, flexible)
+            if gid is None:
+                raise _null("OffsetFetchRequest.groups.group_id")
+            member_id, epoch = None, -1
+            if version >= 9:
+                member_id, pos = _str(buf, pos, flexible)
+                (epoch,) = _I32.unpack_from(buf, pos)
+                pos += 4
+            group_topics, pos = _fetch_topics(buf, pos, version, flexible)
+            pos = _tags(buf, pos)
+            groups.append(_new(FetchRequestGroup, (gid, member_id, epoch, group_topics)))
+    require_stable = False
+    if version >= 7:
+        require_stable = buf[pos] != 0
+        pos += 1
+    if flexible:
+        pos = _tags(buf, pos)
+    if pos > len(buf):
+        raise MalformedRequest("OffsetFetch request runs past its frame")
+    return _new(OffsetFetchRequest, (group_id, topics, groups, require_stable)), pos

@@ -37,9 +37,12 @@ from kcoord.apis import (
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.messages import ApiKey, ApiMessage, request_class, response_class
+from kcoord.protocol.offsets_codec import decode_offset_commit, decode_offset_fetch
 
 Handler = Callable[[Services, RequestContext, Any], Any]  # -> response, Reply, or None
 ErrorResponse = Callable[[Any, int, int, str | None], Any]
+# (body, position after the request header, version) -> (request, end); refuses forbidden nulls
+Decoder = Callable[[memoryview, int, int], tuple[Any, int]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class ApiSpec:
     max_version: int
     handler: Handler
     error_response: ErrorResponse | None
+    # A hand-written decoder for the served versions (the hottest APIs), instead of kafka-python's.
+    decoder: Decoder | None = None
     request_cls: type[ApiMessage] = field(init=False)
     response_cls: type[ApiMessage] = field(init=False)
 
@@ -225,8 +230,17 @@ def build_table() -> ApiTable:
             ApiSpec(K.DescribeGroups, 0, 6, groups.handle_describe, groups.describe_error_response),
             ApiSpec(K.ListGroups, 0, 5, groups.handle_list, groups.list_error_response),
             ApiSpec(K.DeleteGroups, 0, 2, groups.handle_delete, groups.delete_error_response),
-            ApiSpec(K.OffsetCommit, 2, 10, offsets.handle_commit, offsets.commit_error_response),
-            ApiSpec(K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response),
+            ApiSpec(
+                K.OffsetCommit,
+                2,
+                10,
+                offsets.handle_commit,
+                offsets.commit_error_response,
+                decode_offset_commit,
+            ),
+            ApiSpec(
+                K.OffsetFetch, 1, 10, offsets.handle_fetch, offsets.fetch_error_response, decode_offset_fetch
+            ),
             ApiSpec(K.OffsetDelete, 0, 0, offsets.handle_delete, offsets.delete_error_response),
             ApiSpec(K.TxnOffsetCommit, 0, 4, offsets.handle_txn_commit, offsets.txn_commit_error_response),
             # Transaction coordinator (transaction.version 1; see apis/transactions.py).

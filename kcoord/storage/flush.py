@@ -184,6 +184,10 @@ class Flusher:
             while len(self._rounds_in_flight) >= ROUNDS_IN_FLIGHT:
                 await asyncio.wait(self._rounds_in_flight, return_when=asyncio.FIRST_COMPLETED)
             self._wakeup.clear()
+            if not (self._appenders or self._dirty or self._callbacks):
+                # Woken by appends that the round in flight had already taken (its appenders
+                # mark their logs dirty): a round now would find nothing to do.
+                continue
             task = loop.create_task(self._round())
             self._rounds_in_flight.add(task)
             task.add_done_callback(self._round_done)
