@@ -50,6 +50,7 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.groups_codec import JoinGroupAnswer, SyncGroupAnswer
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.store import ShareGroups
@@ -71,23 +72,16 @@ def client_host(ctx: RequestContext) -> str:
 
 
 # --- JoinGroup ---------------------------------------------------------------------------------
-_JResp = response_class(ApiKey.JoinGroup)
-
-
-def _join_response(r: JoinResult, version: int) -> Any:
-    return _JResp(
-        throttle_time_ms=0,
-        error_code=r.error,
-        generation_id=r.generation,
-        protocol_type=r.protocol_type,
-        protocol_name=r.protocol_name if version >= 7 or r.protocol_name is not None else "",
-        leader=r.leader,
-        skip_assignment=r.skip_assignment,
-        member_id=r.member_id,
-        members=[
-            _JResp.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=md)
-            for m, i, md in r.members
-        ],
+def _join_response(r: JoinResult, version: int) -> JoinGroupAnswer:
+    return JoinGroupAnswer(
+        r.error,
+        r.generation,
+        r.protocol_type,
+        r.protocol_name if version >= 7 or r.protocol_name is not None else "",
+        r.leader,
+        r.skip_assignment,
+        r.member_id,
+        r.members,
     )
 
 
@@ -164,17 +158,8 @@ def join_error_response(req: Any, version: int, code: int, message: str | None) 
 
 
 # --- SyncGroup ---------------------------------------------------------------------------------
-_SResp = response_class(ApiKey.SyncGroup)
-
-
-def _sync_response(r: SyncResult) -> Any:
-    return _SResp(
-        throttle_time_ms=0,
-        error_code=r.error,
-        protocol_type=r.protocol_type,
-        protocol_name=r.protocol_name,
-        assignment=r.assignment,
-    )
+def _sync_response(r: SyncResult) -> SyncGroupAnswer:
+    return SyncGroupAnswer(r.error, r.protocol_type, r.protocol_name, r.assignment)
 
 
 def handle_sync(services: Services, ctx: RequestContext, req: Any) -> Any:

@@ -60,6 +60,9 @@ class ClassicGroup:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED members -> expiry
         self.pending_sync: set[str] = set()
+        # How many members support each protocol (Kafka's supportedProtocols): a join checks its
+        # protocols against the group's in O(its protocols), not O(members).
+        self._protocol_counts: Counter[str] = Counter()
         # What the log holds for this group (set by apply, shared with replay).
         self.persisted: GroupMetadataValue | None = None
         # Timers.
@@ -83,9 +86,21 @@ class ClassicGroup:
         return all(m.awaiting_join is not None for m in self.members.values()) and not self.pending_members
 
     def candidate_protocols(self) -> set[str]:
-        counts = Counter(p for m in self.members.values() for p in m.protocol_names())
         n = len(self.members)
-        return {p for p, c in counts.items() if c == n}
+        return {p for p, c in self._protocol_counts.items() if c == n}
+
+    def _count_protocols(self, member: Member, sign: int) -> None:
+        counts = self._protocol_counts
+        for name in member.protocol_names():
+            counts[name] += sign
+            if not counts[name]:
+                del counts[name]
+
+    def set_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+        """Replace a member's protocols (the counts follow)."""
+        self._count_protocols(member, -1)
+        member.protocols = protocols
+        self._count_protocols(member, 1)
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         names = [n for n, _ in protocols]
@@ -162,10 +177,12 @@ class ClassicGroup:
         self.state_timestamp = value.current_state_timestamp
         self.members = {}
         self.static_members = {}
+        self._protocol_counts = Counter()
         for m in value.members:
             member = Member.from_record(m, value.protocol_type, value.protocol)
             member.expires_at = now + member.session_timeout_ms
             self.members[member.member_id] = member
+            self._count_protocols(member, 1)
             if member.group_instance_id is not None:
                 self.static_members[member.group_instance_id] = member.member_id
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
@@ -177,6 +194,7 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self._count_protocols(member, 1)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader is None:
@@ -187,6 +205,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self._count_protocols(member, -1)
         if (
             member.group_instance_id is not None
             and self.static_members.get(member.group_instance_id) == member_id
@@ -213,6 +232,8 @@ class ClassicGroup:
         if self.is_in(GroupState.EMPTY, GroupState.DEAD):
             return True
         if self.is_in(GroupState.PREPARING_REBALANCE):
+            if len(self.members) < self.config.max_size:
+                return True  # fewer awaiting than members: no count needed (group.max.size unset)
             m = self.members.get(member_id)
             awaiting = sum(1 for x in self.members.values() if x.awaiting_join is not None)
             return (m is not None and m.awaiting_join is not None) or awaiting < self.config.max_size
@@ -316,7 +337,7 @@ class ClassicGroup:
     def _update_and_rebalance(
         self, member: Member, req: JoinRequest, responder: Responder, now: int
     ) -> Outcome:
-        member.protocols = list(req.protocols)
+        self.set_protocols(member, list(req.protocols))
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         out = Outcome()
@@ -344,7 +365,7 @@ class ClassicGroup:
         if self.leader == old_id:
             self.leader = new_id
         member.expires_at = now + req.session_timeout_ms
-        member.protocols = list(req.protocols)
+        self.set_protocols(member, list(req.protocols))
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.client_id, member.client_host = req.client_id, req.client_host

@@ -77,7 +77,7 @@ class ClassicGroups(GroupsById[ClassicGroup]):
             assert g.persisted is not None
             g.load(g.persisted, now)
             for member in g.members.values():
-                member.protocols = protocols[member.member_id]
+                g.set_protocols(member, protocols[member.member_id])
             return g.rebalance(now) if rebalance else Outcome()
 
         value = migration.metadata_of(group, now)

@@ -364,3 +364,11 @@ class Harness:
         history = offset_history(BrokerConfig(offsets_history_retention_ms=history_ms))
         self.log.roll()
         asyncio.run(clean(self.log, self.clock.now_ms(), delete_retention_ms, history))
+
+
+def assert_candidate_protocols_counted(group: ClassicGroup) -> None:
+    """The protocols every member supports, as the group keeps them counted, are the ones a
+    walk over the members finds (the counts follow every join, leave, update and load)."""
+    names = [m.protocol_names() for m in group.members.values()]
+    walked = set(names[0]).intersection(*names[1:]) if names else set()
+    assert group.candidate_protocols() == walked, group.group_id

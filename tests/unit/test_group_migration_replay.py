@@ -27,7 +27,14 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.classic_protocol import JoinResult, SyncResult
 from kcoord.groups.consumer_protocol import decode_assignment, decode_subscription, encode_assignment
 from kcoord.protocol.errors import ErrorCode
-from tests.unit.grouputil import FakeTopics, Harness, Inbox, new_store, subscription
+from tests.unit.grouputil import (
+    FakeTopics,
+    Harness,
+    Inbox,
+    assert_candidate_protocols_counted,
+    new_store,
+    subscription,
+)
 from tests.unit.test_consumer_group import REBALANCE_MS, heartbeat
 
 GROUP = "g"
@@ -210,6 +217,8 @@ class MigrationMachine(RuleBasedStateMachine):
         else:
             classic = self.h.state.kind(ClassicGroups).get(GROUP)
             members = set(classic.members) if classic is not None else set()
+            if classic is not None:
+                assert_candidate_protocols_counted(classic)
         ids = {name: self.topics.lookup(name) for name in TOPIC_NAMES}
         seen: set[tuple[str, int]] = set()
         for c in self.classic:

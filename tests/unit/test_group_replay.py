@@ -22,7 +22,7 @@ from kcoord.classic import offsets as rules
 from kcoord.classic.group import GroupConfig, GroupState
 from kcoord.groups.store import GroupStore
 from kcoord.runtime.outcome import Outcome
-from tests.unit.grouputil import Harness, classic
+from tests.unit.grouputil import Harness, assert_candidate_protocols_counted, classic
 
 GROUPS = ["g1", "g2", "g3"]
 TOPICS = ["t", "u", "v"]
@@ -171,6 +171,11 @@ class GroupLog(RuleBasedStateMachine):
         self.h.restart()
 
     # --- invariants --------------------------------------------------------------------------
+    @invariant()
+    def candidate_protocols_are_counted(self) -> None:
+        for g in self.h.store.groups.values():
+            assert_candidate_protocols_counted(g)
+
     @invariant()
     def groups_at_rest_match_their_record(self) -> None:
         for gid, g in self.h.store.groups.items():
