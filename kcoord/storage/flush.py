@@ -188,12 +188,16 @@ class Flusher:
         self._request_round()
 
     def _request_round(self) -> None:
-        """Start a round on the next pass of the event loop (one pass later, so that everything
-        this pass writes goes into it), unless one is already due."""
+        """Start a round two passes of the event loop from now, unless one is already due.
+
+        Not in this pass, so that everything it writes goes into the round, and not in the next
+        one either: between the two the loop polls its sockets, and the requests read then join
+        the round too (starting on the next pass made half as large rounds, twice the fsyncs and
+        thread hand-offs at 8 clients x depth 1, measured with perf's syscall tracepoints)."""
         if self._round_due or self._loop is None:
             return
         self._round_due = True
-        self._loop.call_soon(self._start_round)
+        self._loop.call_soon(self._loop.call_soon, self._start_round)
 
     def _start_round(self) -> None:
         self._round_due = False
