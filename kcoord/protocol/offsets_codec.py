@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
-from kcoord.protocol.frames import MalformedRequest, skip_tagged_fields
+from kcoord.protocol.frames import MalformedRequest, read_uvarint, skip_tagged_fields
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -186,28 +186,19 @@ def _null(field: str) -> MalformedRequest:
     return MalformedRequest(f"non-nullable field {field} was serialized as null")
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint longer than 5 bytes")
+def _compact_length(buf: memoryview, pos: int) -> tuple[int, int]:
+    """A compact string's or array's length (-1: null); one byte in nearly every request."""
+    n = buf[pos]
+    if n & 0x80:
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return n - 1, pos + 1
 
 
 def _str(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
     """A (nullable) string: None for null; a length that runs past the body raises."""
     if flexible:
-        n = buf[pos]
-        if n & 0x80:
-            n, pos = _uvarint(buf, pos)
-        else:
-            pos += 1
-        n -= 1
+        n, pos = _compact_length(buf, pos)
     else:
         (n,) = _I16.unpack_from(buf, pos)
         pos += 2
@@ -224,12 +215,7 @@ def _str(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
 def _count_at(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     """An array's length, -1 for null."""
     if flexible:
-        n = buf[pos]
-        if n & 0x80:
-            n, pos = _uvarint(buf, pos)
-        else:
-            pos += 1
-        return n - 1, pos
+        return _compact_length(buf, pos)
     (n,) = _I32.unpack_from(buf, pos)
     if n < -1:
         raise MalformedRequest(f"array length {n}")
@@ -243,6 +229,18 @@ def _tags(buf: memoryview, pos: int) -> int:
 def _uuid_at(buf: memoryview, pos: int) -> uuid.UUID | None:
     (raw,) = _UUID_STRUCT.unpack_from(buf, pos)
     return None if raw == _ZERO_UUID else uuid.UUID(bytes=raw)
+
+
+def _topic(
+    buf: memoryview, pos: int, version: int, flexible: bool, field: str
+) -> tuple[str | None, Any, int]:
+    """A topic named by name (v0-v9) or by id (v10+): (name, topic id, end)."""
+    if version >= 10:
+        return None, _uuid_at(buf, pos), pos + 16
+    name, pos = _str(buf, pos, flexible)
+    if name is None:
+        raise _null(field)
+    return name, None, pos
 
 
 def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
@@ -271,14 +269,7 @@ def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[Offse
     unpack = part.unpack_from
     topics = []
     for _ in range(n_topics):
-        name = topic_id = None
-        if version >= 10:
-            topic_id = _uuid_at(buf, pos)
-            pos += 16
-        else:
-            name, pos = _str(buf, pos, flexible)
-            if name is None:
-                raise _null("OffsetCommitRequest.topics.name")
+        name, topic_id, pos = _topic(buf, pos, version, flexible, "OffsetCommitRequest.topics.name")
         n_parts, pos = _count_at(buf, pos, flexible)
         if n_parts < 0:
             raise _null("OffsetCommitRequest.topics.partitions")
@@ -309,14 +300,7 @@ def _fetch_topics(
         return None, pos
     topics = []
     for _ in range(n_topics):
-        name = topic_id = None
-        if version >= 10:
-            topic_id = _uuid_at(buf, pos)
-            pos += 16
-        else:
-            name, pos = _str(buf, pos, flexible)
-            if name is None:
-                raise _null("OffsetFetchRequest.topics.name")
+        name, topic_id, pos = _topic(buf, pos, version, flexible, "OffsetFetchRequest.topics.name")
         n, pos = _count_at(buf, pos, flexible)
         if n < 0:
             raise _null("OffsetFetchRequest.topics.partition_indexes")
