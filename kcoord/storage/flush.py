@@ -97,8 +97,7 @@ class Flusher:
         # Whether the broker has nothing else to serve (the module's docstring says what for).
         self.idle: Callable[[], bool] = _never
         self._loop: asyncio.AbstractEventLoop | None = None  # while the flusher runs
-        self._round_due = False  # a round starts on the loop's next pass
-        self._round_waits = False  # a round is wanted once one of those in flight ends
+        self._round_due = False  # a round is scheduled (see _request_round)
         self._interval_timer: asyncio.TimerHandle | None = None
         self._rounds_in_flight: set[asyncio.Task[None]] = set()
         # The previous round's outcome: its own sync error or None, once it has settled.
@@ -204,8 +203,7 @@ class Flusher:
         if self._loop is None or not (self._appenders or self._dirty or self._callbacks):
             return
         if len(self._rounds_in_flight) >= ROUNDS_IN_FLIGHT:
-            self._round_waits = True  # the first of them to end starts it
-            return
+            return  # the first of them to end asks again
         task = self._begin_round()
         if isinstance(task, asyncio.Task):
             self._rounds_in_flight.add(task)
@@ -218,9 +216,9 @@ class Flusher:
         if not task.cancelled() and task.exception() is not None:
             # A failing disk must not stop the flusher silently; the writers already have the error.
             log.error("flush round failed", exc_info=task.exception())
-        if self._round_waits:
-            self._round_waits = False
-            self._request_round()
+        # Writes that came while the rounds in flight were the most allowed wait for a round; with
+        # nothing waiting, the round asked for here finds nothing to do.
+        self._request_round()
 
     async def _round(self) -> None:
         """One round, awaited: what ``stop`` runs last (and tests run by hand)."""
