@@ -81,8 +81,9 @@ class Dispatcher:
         self.table = table
         self._routes: dict[tuple[int, int], _Route] = {}
 
-    def dispatch(self, frame: bytes, conn: Any) -> Frame | Reply | None:
-        """Answer one request frame (without its size prefix).
+    def dispatch(self, frame: bytes | memoryview, conn: Any) -> Frame | Reply | None:
+        """Answer one request frame (without its size prefix): bytes, or a large request read
+        into a buffer of its own (writable: a Produce batch is stamped in it and written).
 
         Returns the framed response (bytes, or a list of buffers), a :class:`Reply` of it, or None
         when the request expects no response (Produce with acks=0).

@@ -48,6 +48,16 @@ MAX_IN_FLIGHT = 512  # per connection, before reading pauses
 # it one client pipelining Fetches and reading nothing grew the broker to 2.7 GB (600 requests).
 MAX_HELD_ANSWER_BYTES = 16 << 20
 WRITE_CHUNK_BYTES = 256 << 10  # answers made in one pass go out in writes of about this size
+# Bytes of requests one connection may hand over before it lets the others have their turn in the
+# loop's next pass. The event loop reads a ready socket until it is empty (libuv: up to 32 reads
+# of 256 KiB), and a client that is answered while it is read sends its next requests at once: at
+# 8 producers x 16 requests of 100 KiB, one connection was served for ~80 requests in a row while
+# the others waited (p50 2.5 ms, p90 80 ms).
+READ_TURN_BYTES = 512 << 10
+# A frame at least this large is gathered into a buffer of its own size as its bytes arrive,
+# and handed to its handler as it is (Produce: the batch is stamped and written from it), instead
+# of being joined to the read buffer and then cut out of it.
+LARGE_FRAME_BYTES = 64 << 10
 
 
 def _frame_size(data: Frame | None) -> int:
@@ -94,9 +104,13 @@ class KafkaConnection(asyncio.Protocol):
         self._session_expires: float | None = None
         self._reauth_started = 0.0
         self._sasl_mechanism: str | None = None
-        self._buf = bytearray()
+        self._buf = bytearray()  # the start of a frame not yet read whole (or frames left unserved)
+        self._large: bytearray | None = None  # a large frame being read into its own buffer
+        self._large_len = 0  # bytes of it read
         self._queue: deque[_Pending] = deque()
         self._paused_reading = False
+        self._turn_bytes = 0  # read since this connection last gave up its turn
+        self._turn_over = False  # not read again before the loop's next pass
         self._writing_paused = False
         self._closing = False
         self._close_reason: str | None = None  # close once the responses still owed are written
@@ -165,7 +179,7 @@ class KafkaConnection(asyncio.Protocol):
         self.max_frame = self.server.max_frame_bytes
         self._session_expires = time.monotonic() + session_lifetime_ms / 1000 if session_lifetime_ms else None
 
-    def _session_check(self, frame: bytes, out: list[Any]) -> bool:
+    def _session_check(self, frame: bytes | memoryview, out: list[Any]) -> bool:
         """KIP-368 on an authenticated SASL connection whose session expires: a SaslHandshake
         begins re-authentication (at most once a second, as Kafka); any other request after the
         session expired closes the connection (Kafka's expired-connections-killed)."""
@@ -225,27 +239,100 @@ class KafkaConnection(asyncio.Protocol):
             and self._close_reason is None
             and not self._backlogged()
         ):
-            self.data_received(b"")
+            # Served from a buffer of their own: serving may clear self._buf (closing), which an
+            # exported view of it would forbid.
+            buf, self._buf = self._buf, bytearray()
+            with memoryview(buf) as view:
+                pos = self._serve(view, len(buf), copy=True)
+            if pos >= 0:
+                del buf[:pos]
+                buf += self._buf
+                self._buf = buf
+            self._update_reading()
 
+    # --- reading ---------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
-        buf = self._buf
-        buf += data
-        pos, end = 0, len(buf)
+        self._turn_bytes += len(data)
+        chunk = memoryview(data)
+        large = self._large
+        if large is not None:
+            have = self._large_len
+            n = min(len(chunk), len(large) - have)
+            large[have : have + n] = chunk[:n]
+            self._large_len = have + n
+            if self._large_len < len(large):
+                self._end_pass()
+                return
+            self._large = None
+            self._large_len = 0
+            with memoryview(large) as view:
+                served = self._serve(view, len(large), copy=False)
+            if served < 0:
+                return
+            if served == 0:
+                self._buf += large  # backlogged meanwhile: served with what follows it
+            chunk = chunk[n:]
+        if self._buf:
+            # The start of a frame was kept from an earlier read: the frames are cut from the
+            # bytes joined, and copied out (the buffer is reused).
+            buf, self._buf = self._buf, bytearray()
+            buf += chunk
+            with memoryview(buf) as view:
+                pos = self._serve(view, len(buf), copy=True)
+                if pos >= 0:
+                    self._keep(view[pos:])
+        elif chunk:
+            # Frames are handed over as views of the bytes read: nothing changes them.
+            pos = self._serve(chunk, len(chunk), copy=False)
+            if 0 <= pos < len(chunk):
+                self._keep(chunk[pos:])
+        self._end_pass()
+
+    def _keep(self, rest: memoryview) -> None:
+        """The bytes after the last whole frame read: a large frame's start goes into a buffer of
+        its own size, which the next reads fill; anything else is kept for the next read."""
+        if len(rest) >= 4 and not self._backlogged():
+            (size,) = _SIZE.unpack_from(rest, 0)
+            if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > len(rest):
+                large = self._large = bytearray(4 + size)
+                large[: len(rest)] = rest
+                self._large_len = len(rest)
+                return
+        self._buf += rest
+
+    def _end_pass(self) -> None:
+        if self._turn_bytes >= READ_TURN_BYTES and not self._turn_over:
+            self._turn_over = True
+            (self.server.loop or asyncio.get_running_loop()).call_soon(self._next_turn)
+        self._update_reading()
+
+    def _next_turn(self) -> None:
+        self._turn_bytes = 0
+        self._turn_over = False
+        self._update_reading()
+
+    def _serve(self, view: memoryview, end: int, copy: bool) -> int:
+        """Serve the whole frames in ``view[:end]`` and write the answers ready: the position
+        after the last frame served, or -1 when the connection is to close. Frames are copied
+        out of ``view`` when ``copy`` (it is a buffer reused), else handed over as views of it."""
+        pos = 0
         out: list[Any] = []
         out_bytes = 0
         queue = self._queue
         while end - pos >= 4:
             if self._backlogged():
                 break  # the rest waits in the buffer: resume_writing or _flush serves it
-            (size,) = _SIZE.unpack_from(buf, pos)
+            (size,) = _SIZE.unpack_from(view, pos)
             if size < 0 or size > self.max_frame:
                 limit = "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
                 self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
-                return
+                return -1
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            frame: bytes | memoryview = view[pos + 4 : pos + 4 + size]
+            if copy:
+                frame = frame.tobytes()
             pos += 4 + size
             # (While re-authenticating, the authenticator below decides what may be sent.)
             if (
@@ -253,30 +340,30 @@ class KafkaConnection(asyncio.Protocol):
                 and self.authenticator is None
                 and not self._session_check(frame, out)
             ):
-                return
+                return -1
             if self.authenticator is not None:
                 if self.authenticator.raw_tokens:
-                    if not self._raw_token(frame, out):
-                        return
+                    if not self._raw_token(bytes(frame), out):
+                        return -1
                     continue
                 if not self._may_send(frame, out):
-                    return
+                    return -1
             try:
                 result = self.dispatcher.dispatch(frame, self)
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
-                return
+                return -1
             except Exception:  # a bug must cost this connection only, as in _deliver
                 log.exception("request failed", peer=self.peer)
                 self._close_after_pending(out, "internal error")
-                return
+                return -1
             if self._close_after_answer is not None:
                 if type(result) is list:
                     out.extend(result)
                 elif isinstance(result, bytes):
                     out.append(result)
                 self._close_delayed(out)
-                return
+                return -1
             if result is None:
                 continue
             if isinstance(result, bytes | list):
@@ -304,12 +391,10 @@ class KafkaConnection(asyncio.Protocol):
             queue.append(slot)
             self.server.answers_owed += 1
             result.then(slot.deliver)
-        if pos:
-            del buf[:pos]
         self._write(out)
-        self._update_reading()
+        return pos
 
-    def _may_send(self, frame: bytes, out: list[Any]) -> bool:
+    def _may_send(self, frame: bytes | memoryview, out: list[Any]) -> bool:
         """Before authentication only the SASL exchange's requests are served."""
         assert self.authenticator is not None
         if self.authenticator.complete:
@@ -428,7 +513,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self._closing or self._close_reason is not None:
             return
-        should_pause = len(self._queue) >= MAX_IN_FLIGHT or self._backlogged()
+        should_pause = self._turn_over or len(self._queue) >= MAX_IN_FLIGHT or self._backlogged()
         if should_pause and not self._paused_reading:
             self.transport.pause_reading()
             self._paused_reading = True
@@ -524,9 +609,11 @@ class KafkaServer:
         self._close_listeners: list[Callable[[KafkaConnection], None]] = []
         self._ready: list[KafkaConnection] = []  # connections with answers to write
         self._write_pass_scheduled = False
+        # Looked up once: get_running_loop() costs a getpid syscall per call in CPython 3.11.
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         for ep in self.endpoints:
             host = ep.host or "0.0.0.0"
             security = self.security.get(ep.name)
@@ -561,7 +648,7 @@ class KafkaServer:
         self._ready.append(conn)
         if not self._write_pass_scheduled:
             self._write_pass_scheduled = True
-            asyncio.get_running_loop().call_soon(self.write_ready)
+            (self.loop or asyncio.get_running_loop()).call_soon(self.write_ready)
 
     def idle(self) -> bool:
         """At most one request is waiting for its answer, on any connection (the flusher's

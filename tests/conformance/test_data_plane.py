@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.messages import request_class
+from kcoord.protocol.messages import request_class, response_class
 from tests.harness import BrokerProcess
 from tests.unit.logutil import decode
 from tests.wire import ApiKey, Conn, build_batch, fetch_request
@@ -208,3 +209,70 @@ def test_create_and_delete_topics(broker: BrokerProcess, unique_topic: str) -> N
         deleted = c.request(ApiKey.DeleteTopics, 5, topic_names=[unique_topic], timeout_ms=1000)
         assert deleted.responses[0].error_code == 0
         assert c.produce(unique_topic, 0, build_batch()).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# --- large requests read in pieces ---------------------------------------------------------------------
+def test_large_produce_requests_in_pieces_are_stored_as_sent(
+    broker: BrokerProcess, unique_topic: str
+) -> None:
+    """Produce requests from a few KiB to 600 KiB (a request of 64 KiB or more is gathered into a
+    buffer of its own, server.py), pipelined with small requests and sent in pieces that split
+    every frame's size prefix, body and batch at odd places: each is answered once, in order, and
+    the batches are stored byte for byte as sent (but for the offsets the broker stamps in)."""
+    import random
+    import socket
+    import struct
+    import time
+
+    from tests.wire import request_header
+
+    rng = random.Random(7)
+    req = request_class(ApiKey.Produce)
+    with broker.connect() as c:
+        c.create_topic(unique_topic)
+        frames, expected, batches = [], [], []
+        for i, size in enumerate([3_000, 65_000, 70_000, 100_000, 1, 600_000, 131_072, 2_000]):
+            corr = c.next_correlation_id()
+            if size == 1:  # a small request between the large ones
+                frames.append(request_header(ApiKey.ApiVersions, 0, corr, "t"))
+                expected.append((corr, None))
+                continue
+            batch = build_batch([(b"k%d" % i, rng.randbytes(size), T0)])
+            batches.append(batch)
+            td = req.TopicProduceData(
+                name=unique_topic,
+                partition_data=[req.TopicProduceData.PartitionProduceData(index=0, records=batch)],
+            )
+            body = req(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[td]).encode(version=9)
+            frames.append(request_header(ApiKey.Produce, 9, corr, "t", flexible=True) + body)
+            expected.append((corr, len(batches) - 1))
+        stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice([1, 2, 3, 5, 4096, 30_000, 65_536, 200_000])
+            c.send_raw(stream[pos : pos + step])
+            pos += step
+            if rng.random() < 0.3:
+                time.sleep(0.002)  # lets the broker read what came so far on its own
+        offsets = []
+        for corr, which in expected:
+            frame = c.recv_frame()
+            assert struct.unpack_from(">i", frame, 0)[0] == corr
+            if which is not None:
+                answer = response_class(ApiKey.Produce).decode(frame[5:], version=9)
+                part = answer.responses[0].partition_responses[0]
+                assert part.error_code == 0
+                offsets.append(part.base_offset)
+        assert offsets == list(range(len(batches)))
+        stored: list[bytes] = []
+        while len(stored) < len(batches):
+            got = c.fetch(unique_topic, 0, len(stored), max_bytes=4 << 20)
+            assert got.error_code == 0 and got.records
+            data = bytes(got.records)
+            stored += [
+                data[h.position : h.position + h.size] for h in records.iter_headers(data, partial_ok=True)
+            ]
+        for i, (batch, kept) in enumerate(zip(batches, stored, strict=True)):
+            assert struct.unpack_from(">q", kept, 0)[0] == i  # the base offset the broker assigned
+            assert kept[16:] == batch[16:] and kept[8:12] == batch[8:12]  # all but offset and epoch
