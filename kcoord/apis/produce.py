@@ -49,28 +49,16 @@ from kcoord.dataplane.partitions import Partition
 from kcoord.dataplane.topic_config import LONG_MAX, effective
 from kcoord.protocol import records
 from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
-from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.protocol.produce_codec import PartitionAnswer, ProduceAnswer
 from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
 from kcoord.transaction.coordinator import verification_error
 
 NO_TIMESTAMP = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 
-_Resp = response_class(ApiKey.Produce)
-_TopicResp = _Resp.TopicProduceResponse
-_PartResp = _TopicResp.PartitionProduceResponse
 
-
-def _partition_error(index: int, code: int, message: str | None = None) -> Any:
-    return _PartResp(
-        index=index,
-        error_code=code,
-        base_offset=-1,
-        log_append_time_ms=-1,
-        log_start_offset=-1,
-        record_errors=[],
-        error_message=message,
-    )
+def _partition_error(index: int, code: int, message: str | None = None) -> PartitionAnswer:
+    return PartitionAnswer(index, code, error_message=message)
 
 
 def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -123,36 +111,23 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                     services, part, pd.records, now, req.transactional_id, v
                 )
             except KafkaError as e:
-                failed = _partition_error(pd.index, e.code, e.message)
-                if isinstance(e, RecordErrors):
-                    failed.record_errors = [
-                        _PartResp.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                        for i, m in e.errors
-                    ]
-                parts_out.append(failed)
+                errors = e.errors if isinstance(e, RecordErrors) else ()
+                parts_out.append(
+                    PartitionAnswer(pd.index, e.code, record_errors=errors, error_message=e.message)
+                )
                 continue
             if appended:
                 touched.append(part)
-            parts_out.append(
-                _PartResp(
-                    index=pd.index,
-                    error_code=0,
-                    base_offset=base_offset,
-                    log_append_time_ms=append_time,
-                    log_start_offset=part.log_start_offset,
-                    record_errors=[],
-                    error_message=None,
-                )
-            )
-        responses.append(_TopicResp(name=td.name, topic_id=td.topic_id, partition_responses=parts_out))
-    resp = _Resp(responses=responses, throttle_time_ms=0)
+            parts_out.append(PartitionAnswer(pd.index, 0, base_offset, append_time, part.log_start_offset))
+        responses.append((td.name, td.topic_id, parts_out))
+    resp = ProduceAnswer(responses)
     if acks == 0:
         for part in touched:
             services.flusher.mark_dirty(part.log)
         failed = [
-            f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
-            for t in responses
-            for p in t.partition_responses
+            f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for name, _topic_id, parts in responses
+            for p in parts
             if p.error_code
         ]
         if failed:
@@ -213,7 +188,7 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
 def append_records(
     services: Services,
     part: Partition,
-    raw: bytes | None,
+    raw: bytes | memoryview | None,
     now: int,
     transactional_id: str | None,
     version: int,
@@ -223,7 +198,8 @@ def append_records(
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
     configs = part.topic.configs
     cfg = services.config
-    data = bytearray(raw)
+    # Stamped in place: a request read whole into its own buffer is written to the log from it.
+    data = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
     if len(data) > int(effective("segment.bytes", configs, cfg)):
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
     max_batch = int(effective("max.message.bytes", configs, cfg))
@@ -300,7 +276,7 @@ class RecordErrors(KafkaError):
 
 
 def _check_timestamps(
-    data: bytearray, h: records.BatchHeader, now: int, before_max: int, after_max: int
+    data: bytearray | memoryview, h: records.BatchHeader, now: int, before_max: int, after_max: int
 ) -> None:
     """message.timestamp.before.max.ms / after.max.ms under CreateTime (Kafka's LogValidator
     .validateTimestamp, with its messages; a record without a timestamp, -1, is not checked).
@@ -338,17 +314,12 @@ def _check_timestamps(
         )
 
 
-def error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+def error_response(req: Any, version: int, code: int, message: str | None) -> ProduceAnswer:
     if req.acks == 0:
         raise CloseConnection(f"acks=0 produce failed: {ErrorCode(code).name} {message or ''}")
-    return _Resp(
-        responses=[
-            _TopicResp(
-                name=td.name,
-                topic_id=td.topic_id,
-                partition_responses=[_partition_error(pd.index, code, message) for pd in td.partition_data],
-            )
+    return ProduceAnswer(
+        [
+            (td.name, td.topic_id, [_partition_error(pd.index, code, message) for pd in td.partition_data])
             for td in req.topic_data
-        ],
-        throttle_time_ms=0,
+        ]
     )

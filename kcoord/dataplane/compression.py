@@ -34,8 +34,8 @@ def topic_codec(configs: dict[str, str], broker: BrokerConfig) -> tuple[int, int
 
 
 def apply_topic_codec(
-    data: bytearray, headers: list[BatchHeader], codec: tuple[int, int | None] | None
-) -> tuple[bytearray, list[BatchHeader]]:
+    data: bytearray | memoryview, headers: list[BatchHeader], codec: tuple[int, int | None] | None
+) -> tuple[bytearray | memoryview, list[BatchHeader]]:
     """The validated batches in ``data`` as the topic stores them: unchanged (the same objects)
     when no batch needs recompressing, else a new buffer and its headers."""
     if codec is None:

@@ -121,7 +121,7 @@ class Partition:
 
     # --- appending ---------------------------------------------------------------------------
     def append_from_client(
-        self, data: bytearray, headers: list[BatchHeader], now_ms: int, log_append_time: bool
+        self, data: bytearray | memoryview, headers: list[BatchHeader], now_ms: int, log_append_time: bool
     ) -> tuple[int, int, bool]:
         """Append validated producer batches (no control batches): (first offset, log append
         time, appended). A duplicate of a recent batch is not appended; its offsets answer."""

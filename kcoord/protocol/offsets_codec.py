@@ -20,14 +20,21 @@ from typing import Any, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
-from kcoord.protocol.frames import MalformedRequest, read_uvarint, skip_tagged_fields
+from kcoord.protocol.frames import MalformedRequest, skip_tagged_fields
+from kcoord.protocol.request_reader import (
+    ZERO_UUID,
+    null_field,
+    read_array_length,
+    read_string,
+    read_uuid,
+    skip_tags,
+)
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PART_ERROR = struct.Struct(">ih")  # partition index, error code
 _PART_OFFSET = struct.Struct(">iq")  # partition index, committed offset
 _ZERO_I32 = b"\x00\x00\x00\x00"
-_ZERO_UUID = bytes(16)
 
 # (name, topic id or None, [(partition, error code)])
 CommitTopic = tuple[str | None, Any, list[tuple[int, int]]]
@@ -40,7 +47,7 @@ FetchGroup = tuple[str, int, list[FetchTopic]]
 
 
 def _uuid(u: uuid.UUID | None) -> bytes:
-    return u.bytes if u is not None else _ZERO_UUID
+    return u.bytes if u is not None else ZERO_UUID
 
 
 class OffsetCommitAnswer:
@@ -179,56 +186,6 @@ _new = tuple.__new__
 _I64 = struct.Struct(">q")
 _PART_V2 = struct.Struct(">iq")  # partition index, committed offset
 _PART_V6 = struct.Struct(">iqi")  # ... and committed leader epoch
-_UUID_STRUCT = struct.Struct(">16s")
-
-
-def _null(field: str) -> MalformedRequest:
-    return MalformedRequest(f"non-nullable field {field} was serialized as null")
-
-
-def _compact_length(buf: memoryview, pos: int) -> tuple[int, int]:
-    """A compact string's or array's length (-1: null); one byte in nearly every request."""
-    n = buf[pos]
-    if n & 0x80:
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
-    return n - 1, pos + 1
-
-
-def _str(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
-    """A (nullable) string: None for null; a length that runs past the body raises."""
-    if flexible:
-        n, pos = _compact_length(buf, pos)
-    else:
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
-    if n < 0:
-        if n < -1:
-            raise MalformedRequest(f"string length {n}")
-        return None, pos
-    end = pos + n
-    if end > len(buf):
-        raise MalformedRequest("string runs past the end of the request")
-    return str(buf[pos:end], "utf-8"), end
-
-
-def _count_at(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
-    """An array's length, -1 for null."""
-    if flexible:
-        return _compact_length(buf, pos)
-    (n,) = _I32.unpack_from(buf, pos)
-    if n < -1:
-        raise MalformedRequest(f"array length {n}")
-    return n, pos + 4
-
-
-def _tags(buf: memoryview, pos: int) -> int:
-    return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
-
-
-def _uuid_at(buf: memoryview, pos: int) -> uuid.UUID | None:
-    (raw,) = _UUID_STRUCT.unpack_from(buf, pos)
-    return None if raw == _ZERO_UUID else uuid.UUID(bytes=raw)
 
 
 def _topic(
@@ -236,33 +193,33 @@ def _topic(
 ) -> tuple[str | None, Any, int]:
     """A topic named by name (v0-v9) or by id (v10+): (name, topic id, end)."""
     if version >= 10:
-        return None, _uuid_at(buf, pos), pos + 16
-    name, pos = _str(buf, pos, flexible)
+        return None, read_uuid(buf, pos), pos + 16
+    name, pos = read_string(buf, pos, flexible)
     if name is None:
-        raise _null(field)
+        raise null_field(field)
     return name, None, pos
 
 
 def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
     """OffsetCommit v2-v10 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 8
-    group_id, pos = _str(buf, pos, flexible)
+    group_id, pos = read_string(buf, pos, flexible)
     if group_id is None:
-        raise _null("OffsetCommitRequest.group_id")
+        raise null_field("OffsetCommitRequest.group_id")
     (generation,) = _I32.unpack_from(buf, pos)
-    member_id, pos = _str(buf, pos + 4, flexible)
+    member_id, pos = read_string(buf, pos + 4, flexible)
     if member_id is None:
-        raise _null("OffsetCommitRequest.member_id")
+        raise null_field("OffsetCommitRequest.member_id")
     instance = None
     if version >= 7:
-        instance, pos = _str(buf, pos, flexible)
+        instance, pos = read_string(buf, pos, flexible)
     retention = -1
     if version <= 4:
         (retention,) = _I64.unpack_from(buf, pos)
         pos += 8
-    n_topics, pos = _count_at(buf, pos, flexible)
+    n_topics, pos = read_array_length(buf, pos, flexible)
     if n_topics < 0:
-        raise _null("OffsetCommitRequest.topics")
+        raise null_field("OffsetCommitRequest.topics")
     with_epoch = version >= 6
     part = _PART_V6 if with_epoch else _PART_V2
     part_size = part.size
@@ -270,22 +227,22 @@ def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[Offse
     topics = []
     for _ in range(n_topics):
         name, topic_id, pos = _topic(buf, pos, version, flexible, "OffsetCommitRequest.topics.name")
-        n_parts, pos = _count_at(buf, pos, flexible)
+        n_parts, pos = read_array_length(buf, pos, flexible)
         if n_parts < 0:
-            raise _null("OffsetCommitRequest.topics.partitions")
+            raise null_field("OffsetCommitRequest.topics.partitions")
         parts = []
         for _ in range(n_parts):
             fixed = unpack(buf, pos)
-            metadata, pos = _str(buf, pos + part_size, flexible)
+            metadata, pos = read_string(buf, pos + part_size, flexible)
             if flexible:
                 pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
             fields = (*fixed, metadata) if with_epoch else (*fixed, -1, metadata)
             parts.append(_new(CommitRequestPartition, fields))
         if flexible:
-            pos = _tags(buf, pos)
+            pos = skip_tags(buf, pos)
         topics.append(_new(CommitRequestTopic, (name, topic_id, parts)))
     if flexible:
-        pos = _tags(buf, pos)
+        pos = skip_tags(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request runs past its frame")
     return _new(OffsetCommitRequest, (group_id, generation, member_id, instance, retention, topics)), pos
@@ -294,23 +251,23 @@ def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[Offse
 def _fetch_topics(
     buf: memoryview, pos: int, version: int, flexible: bool
 ) -> tuple[list[FetchRequestTopic] | None, int]:
-    n_topics, pos = _count_at(buf, pos, flexible)
+    n_topics, pos = read_array_length(buf, pos, flexible)
     if n_topics < 0:
         # Nullable from v2 (KIP-88: all the group's offsets); the handler refuses it in v1.
         return None, pos
     topics = []
     for _ in range(n_topics):
         name, topic_id, pos = _topic(buf, pos, version, flexible, "OffsetFetchRequest.topics.name")
-        n, pos = _count_at(buf, pos, flexible)
+        n, pos = read_array_length(buf, pos, flexible)
         if n < 0:
-            raise _null("OffsetFetchRequest.topics.partition_indexes")
+            raise null_field("OffsetFetchRequest.topics.partition_indexes")
         end = pos + 4 * n
         if end > len(buf):
             raise MalformedRequest("partition indexes run past the end of the request")
         indexes = list(struct.unpack_from(f">{n}i", buf, pos))
         pos = end
         if flexible:
-            pos = _tags(buf, pos)
+            pos = skip_tags(buf, pos)
         topics.append(_new(FetchRequestTopic, (name, topic_id, indexes)))
     return topics, pos
 
@@ -322,32 +279,32 @@ def decode_offset_fetch(buf: memoryview, pos: int, version: int) -> tuple[Offset
     topics = None
     groups = []
     if version < 8:
-        group_id, pos = _str(buf, pos, flexible)
+        group_id, pos = read_string(buf, pos, flexible)
         if group_id is None:
-            raise _null("OffsetFetchRequest.group_id")
+            raise null_field("OffsetFetchRequest.group_id")
         topics, pos = _fetch_topics(buf, pos, version, flexible)
     else:
-        n_groups, pos = _count_at(buf, pos, flexible)
+        n_groups, pos = read_array_length(buf, pos, flexible)
         if n_groups < 0:
-            raise _null("OffsetFetchRequest.groups")
+            raise null_field("OffsetFetchRequest.groups")
         for _ in range(n_groups):
-            gid, pos = _str(buf, pos, flexible)
+            gid, pos = read_string(buf, pos, flexible)
             if gid is None:
-                raise _null("OffsetFetchRequest.groups.group_id")
+                raise null_field("OffsetFetchRequest.groups.group_id")
             member_id, epoch = None, -1
             if version >= 9:
-                member_id, pos = _str(buf, pos, flexible)
+                member_id, pos = read_string(buf, pos, flexible)
                 (epoch,) = _I32.unpack_from(buf, pos)
                 pos += 4
             group_topics, pos = _fetch_topics(buf, pos, version, flexible)
-            pos = _tags(buf, pos)
+            pos = skip_tags(buf, pos)
             groups.append(_new(FetchRequestGroup, (gid, member_id, epoch, group_topics)))
     require_stable = False
     if version >= 7:
         require_stable = buf[pos] != 0
         pos += 1
     if flexible:
-        pos = _tags(buf, pos)
+        pos = skip_tags(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetFetch request runs past its frame")
     return _new(OffsetFetchRequest, (group_id, topics, groups, require_stable)), pos

@@ -156,13 +156,13 @@ def validate_batch(buf: bytes | bytearray | memoryview, h: BatchHeader) -> None:
         raise InvalidBatch("Clients are not allowed to write control records", corrupt=False)
 
 
-def assign_offset(buf: bytearray, pos: int, base_offset: int, leader_epoch: int = 0) -> None:
+def assign_offset(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int = 0) -> None:
     """Stamp the broker-assigned base offset and leader epoch (neither is covered by the CRC)."""
     _I64.pack_into(buf, pos, base_offset)
     _I32.pack_into(buf, pos + 12, leader_epoch)
 
 
-def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Make a batch LogAppendTime: its max timestamp becomes the append time (CRC redone)."""
     (attrs,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)
     struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attrs | ATTR_TIMESTAMP_TYPE)

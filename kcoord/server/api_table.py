@@ -38,6 +38,7 @@ from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.messages import ApiKey, ApiMessage, request_class, response_class
 from kcoord.protocol.offsets_codec import decode_offset_commit, decode_offset_fetch
+from kcoord.protocol.produce_codec import decode_produce
 
 Handler = Callable[[Services, RequestContext, Any], Any]  # -> response, Reply, or None
 ErrorResponse = Callable[[Any, int, int, str | None], Any]
@@ -159,7 +160,7 @@ def build_table() -> ApiTable:
     K = ApiKey
     return ApiTable(
         [
-            ApiSpec(K.Produce, 3, 13, produce.handle, produce.error_response),
+            ApiSpec(K.Produce, 3, 13, produce.handle, produce.error_response, decode_produce),
             ApiSpec(K.Fetch, 4, 18, fetch.handle, fetch.error_response),
             ApiSpec(K.ListOffsets, 0, 11, list_offsets.handle, list_offsets.error_response),
             ApiSpec(K.Metadata, 0, 13, metadata.handle, None),

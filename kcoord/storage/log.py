@@ -244,7 +244,7 @@ class Log:
     # --- appending ---------------------------------------------------------------------------
     def append(
         self,
-        data: bytearray,
+        data: bytearray | memoryview,
         headers: list[BatchHeader],
         now_ms: int,
         log_append_time: bool = False,

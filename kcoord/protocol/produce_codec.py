@@ -1,0 +1,150 @@
+"""Hand-written codecs for Produce (v3-v13): the request's decoder and the response's encoder.
+
+kafka-python's decoder copies each partition's records out of the request into a new bytes
+object (and builds a container per topic and partition), and the handler then copied them
+once more to stamp offsets in. Here the records are a view of the request's own buffer: a large
+request is read into a buffer of its own (server.py), so the batch is validated, stamped and
+written to the log from the bytes the socket delivered. The answer is written directly from
+tuples. tests/unit/test_produce_codec.py checks both against kafka-python for every version.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from kcoord.protocol.fields import any_string as _string
+from kcoord.protocol.fields import array_length as _count
+from kcoord.protocol.frames import MalformedRequest
+from kcoord.protocol.request_reader import (
+    ZERO_UUID,
+    null_field,
+    read_array_length,
+    read_bytes,
+    read_string,
+    read_uuid,
+    skip_tags,
+)
+
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I32 = struct.Struct(">i")
+_PART = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_I64 = struct.Struct(">q")
+_ZERO_I32 = b"\x00\x00\x00\x00"
+_new = tuple.__new__
+
+
+class PartitionProduceData(NamedTuple):
+    index: int
+    records: memoryview | None  # a view of the request; writable when the request was read whole
+
+
+class TopicProduceData(NamedTuple):
+    name: str | None  # None from v13
+    topic_id: uuid.UUID | None  # v13+
+    partition_data: list[PartitionProduceData]
+
+
+class ProduceRequest(NamedTuple):
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
+
+
+def decode_produce(buf: memoryview, pos: int, version: int) -> tuple[ProduceRequest, int]:
+    """Produce v3-v13 from ``buf[pos:]`` (after the request header): (request, end)."""
+    flexible = version >= 9
+    by_id = version >= 13
+    transactional_id, pos = read_string(buf, pos, flexible)
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    n_topics, pos = read_array_length(buf, pos + 6, flexible)
+    if n_topics < 0:
+        raise null_field("ProduceRequest.topic_data")
+    topics = []
+    for _ in range(n_topics):
+        name = topic_id = None
+        if by_id:
+            topic_id = read_uuid(buf, pos)
+            pos += 16
+        else:
+            name, pos = read_string(buf, pos, flexible)
+            if name is None:
+                raise null_field("ProduceRequest.topic_data.name")
+        n_parts, pos = read_array_length(buf, pos, flexible)
+        if n_parts < 0:
+            raise null_field("ProduceRequest.topic_data.partition_data")
+        parts = []
+        for _ in range(n_parts):
+            (index,) = _I32.unpack_from(buf, pos)
+            records, pos = read_bytes(buf, pos + 4, flexible)
+            if flexible:
+                pos = skip_tags(buf, pos)
+            parts.append(_new(PartitionProduceData, (index, records)))
+        if flexible:
+            pos = skip_tags(buf, pos)
+        topics.append(_new(TopicProduceData, (name, topic_id, parts)))
+    if flexible:
+        pos = skip_tags(buf, pos)
+    if pos > len(buf):
+        raise MalformedRequest("Produce request runs past its frame")
+    return _new(ProduceRequest, (transactional_id, acks, timeout_ms, topics)), pos
+
+
+class PartitionAnswer(NamedTuple):
+    index: int
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message): v8+
+    error_message: str | None = None  # v8+
+
+
+# (name or None, topic id or None, [PartitionAnswer])
+TopicAnswer = tuple[str | None, Any, list[PartitionAnswer]]
+
+
+class ProduceAnswer:
+    """A Produce response (v3-v13) with throttle time 0 and no tagged fields (a single broker
+    never names another leader)."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, topics: list[TopicAnswer]) -> None:
+        self.topics = topics
+
+    def encode(self, version: int) -> bytes:
+        flexible = version >= 9
+        with_start = version >= 5
+        with_errors = version >= 8
+        out = bytearray(_count(len(self.topics), flexible))
+        pack = _PART.pack
+        for name, topic_id, parts in self.topics:
+            if version >= 13:
+                out += topic_id.bytes if topic_id is not None else ZERO_UUID
+            else:
+                out += _string(name, flexible)
+            out += _count(len(parts), flexible)
+            for p in parts:
+                out += pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+                if with_start:
+                    out += _I64.pack(p.log_start_offset)
+                if with_errors:
+                    out += _count(len(p.record_errors), flexible)
+                    for batch_index, message in p.record_errors:
+                        out += _I32.pack(batch_index)
+                        out += _string(message, flexible)
+                        if flexible:
+                            out += b"\x00"
+                    out += _string(p.error_message, flexible)
+                if flexible:
+                    out += b"\x00"
+            if flexible:
+                out += b"\x00"
+        out += _ZERO_I32
+        if flexible:
+            out += b"\x00"
+        return bytes(out)
