@@ -50,7 +50,7 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups.classic_protocol import JoinRequest, JoinResult, SyncResult
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.groups_codec import JoinGroupAnswer, SyncGroupAnswer
+from kcoord.protocol.groups_codec import HeartbeatAnswer, JoinGroupAnswer, SyncGroupAnswer
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Operation, Outcome, Responder
 from kcoord.share.store import ShareGroups
@@ -257,7 +257,6 @@ def sync_error_response(req: Any, version: int, code: int, message: str | None) 
 
 
 # --- Heartbeat ---------------------------------------------------------------------------------
-_HResp = response_class(ApiKey.Heartbeat)
 
 
 def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -265,10 +264,10 @@ def handle_heartbeat(services: Services, ctx: RequestContext, req: Any) -> Any:
     # Kafka authorizes before the coordinator validates the group id.
     require(services, ctx, Op.READ, GROUP, req.group_id)
     if not req.group_id:
-        return _HResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+        return HeartbeatAnswer(ErrorCode.INVALID_GROUP_ID)
     if _not_classic(services, req.group_id):
-        return _HResp(throttle_time_ms=0, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
-    reply, respond = reply_with(lambda code: _HResp(throttle_time_ms=0, error_code=code))
+        return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
+    reply, respond = reply_with(HeartbeatAnswer)
     instance = req.group_instance_id if v >= 3 else None
     op = heartbeat_op(req.group_id, req.member_id, instance, req.generation_id, respond)
     services.groups.tell(req.group_id, op)
@@ -297,7 +296,7 @@ def heartbeat_op(
 
 
 def heartbeat_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
-    return _HResp(throttle_time_ms=0, error_code=code)
+    return HeartbeatAnswer(code)
 
 
 # --- LeaveGroup --------------------------------------------------------------------------------

@@ -1,20 +1,32 @@
-"""Hand-written encoders for the JoinGroup and SyncGroup responses.
+"""Hand-written codecs for the classic group's most frequent messages: the JoinGroup and
+SyncGroup responses, the SyncGroup request, and Heartbeat both ways.
 
 A rebalance answers every member's JoinGroup and SyncGroup at once, so a group of a thousand
 members makes two thousand answers in a burst, all on the critical path of the rebalance
 (issue 15's rebalance row). kafka-python's schema-driven classes build a container object for
 the answer and for each member and then walk the schema field by field; these write the same
-bytes directly. tests/unit/test_groups_codec.py checks them byte for byte against kafka-python
-for every version.
+bytes directly. The SyncGroup and Heartbeat requests are read into named tuples with
+kafka-python's attribute names (request_reader.py), refusing forbidden nulls as they meet them:
+a thousand members heartbeat several times a second, and their SyncGroups arrive together.
+tests/unit/test_groups_codec.py checks them all against kafka-python for every version.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
 from kcoord.protocol.fields import uvarint as _uvarint
+from kcoord.protocol.frames import MalformedRequest
+from kcoord.protocol.request_reader import (
+    null_field,
+    read_array_length,
+    read_bytes,
+    read_string,
+    skip_tags,
+)
 
 _I32 = struct.Struct(">i")
 _ERROR_GENERATION = struct.Struct(">hi")  # error code, generation id
@@ -110,3 +122,104 @@ class SyncGroupAnswer:
         if flexible:
             out.append(0)
         return bytes(out)
+
+
+class HeartbeatAnswer:
+    """A Heartbeat response (v0-v4) with throttle time 0."""
+
+    __slots__ = ("error_code",)
+
+    def __init__(self, error_code: int) -> None:
+        self.error_code = error_code
+
+    def encode(self, version: int) -> bytes:
+        code = self.error_code.to_bytes(2, "big", signed=True)
+        if version == 0:
+            return code
+        return _ZERO_I32 + code + b"\x00" if version >= 4 else _ZERO_I32 + code
+
+
+# --- requests ----------------------------------------------------------------------------------
+class HeartbeatRequest(NamedTuple):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None  # v3+
+
+
+class SyncGroupRequestAssignment(NamedTuple):
+    member_id: str
+    assignment: bytes
+
+
+class SyncGroupRequest(NamedTuple):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None  # v3+
+    protocol_type: str | None  # v5+
+    protocol_name: str | None  # v5+
+    assignments: list[SyncGroupRequestAssignment]
+
+
+_new = tuple.__new__
+
+
+def _member(buf: memoryview, pos: int, flexible: bool, name: str) -> tuple[str, int, str, int]:
+    """The fields both requests open with: (group id, generation, member id, end)."""
+    group_id, pos = read_string(buf, pos, flexible)
+    if group_id is None:
+        raise null_field(f"{name}.group_id")
+    (generation,) = _I32.unpack_from(buf, pos)
+    member_id, pos = read_string(buf, pos + 4, flexible)
+    if member_id is None:
+        raise null_field(f"{name}.member_id")
+    return group_id, generation, member_id, pos
+
+
+def _end(buf: memoryview, pos: int, flexible: bool, name: str) -> int:
+    if flexible:
+        pos = skip_tags(buf, pos)
+    if pos > len(buf):
+        raise MalformedRequest(f"{name} runs past its frame")
+    return pos
+
+
+def decode_heartbeat(buf: memoryview, pos: int, version: int) -> tuple[HeartbeatRequest, int]:
+    """Heartbeat v0-v4 from ``buf[pos:]`` (after the request header): (request, end)."""
+    flexible = version >= 4
+    group_id, generation, member_id, pos = _member(buf, pos, flexible, "HeartbeatRequest")
+    instance = None
+    if version >= 3:
+        instance, pos = read_string(buf, pos, flexible)
+    pos = _end(buf, pos, flexible, "Heartbeat request")
+    return _new(HeartbeatRequest, (group_id, generation, member_id, instance)), pos
+
+
+def decode_sync_group(buf: memoryview, pos: int, version: int) -> tuple[SyncGroupRequest, int]:
+    """SyncGroup v0-v5 from ``buf[pos:]`` (after the request header): (request, end)."""
+    flexible = version >= 4
+    group_id, generation, member_id, pos = _member(buf, pos, flexible, "SyncGroupRequest")
+    instance = protocol_type = protocol_name = None
+    if version >= 3:
+        instance, pos = read_string(buf, pos, flexible)
+    if version >= 5:
+        protocol_type, pos = read_string(buf, pos, flexible)
+        protocol_name, pos = read_string(buf, pos, flexible)
+    n, pos = read_array_length(buf, pos, flexible)
+    if n < 0:
+        raise null_field("SyncGroupRequest.assignments")
+    assignments = []
+    for _ in range(n):
+        assigned, pos = read_string(buf, pos, flexible)
+        if assigned is None:
+            raise null_field("SyncGroupRequest.assignments.member_id")
+        data, pos = read_bytes(buf, pos, flexible)
+        if data is None:
+            raise null_field("SyncGroupRequest.assignments.assignment")
+        if flexible:
+            pos = skip_tags(buf, pos)
+        assignments.append(_new(SyncGroupRequestAssignment, (assigned, bytes(data))))
+    pos = _end(buf, pos, flexible, "SyncGroup request")
+    request = (group_id, generation, member_id, instance, protocol_type, protocol_name, assignments)
+    return _new(SyncGroupRequest, request), pos

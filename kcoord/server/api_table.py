@@ -36,6 +36,7 @@ from kcoord.apis import (
 )
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
+from kcoord.protocol.groups_codec import decode_heartbeat, decode_sync_group
 from kcoord.protocol.messages import ApiKey, ApiMessage, request_class, response_class
 from kcoord.protocol.offsets_codec import decode_offset_commit, decode_offset_fetch
 from kcoord.protocol.produce_codec import decode_produce
@@ -254,9 +255,11 @@ def build_table() -> ApiTable:
                 find_coordinator.find_coordinator_error_response,
             ),
             ApiSpec(K.JoinGroup, 0, 9, groups.handle_join, groups.join_error_response),
-            ApiSpec(K.Heartbeat, 0, 4, groups.handle_heartbeat, groups.heartbeat_error_response),
+            ApiSpec(
+                K.Heartbeat, 0, 4, groups.handle_heartbeat, groups.heartbeat_error_response, decode_heartbeat
+            ),
             ApiSpec(K.LeaveGroup, 0, 5, groups.handle_leave, groups.leave_error_response),
-            ApiSpec(K.SyncGroup, 0, 5, groups.handle_sync, groups.sync_error_response),
+            ApiSpec(K.SyncGroup, 0, 5, groups.handle_sync, groups.sync_error_response, decode_sync_group),
             ApiSpec(K.DescribeGroups, 0, 6, groups.handle_describe, groups.describe_error_response),
             ApiSpec(K.ListGroups, 0, 5, groups.handle_list, groups.list_error_response),
             ApiSpec(K.DeleteGroups, 0, 2, groups.handle_delete, groups.delete_error_response),
