@@ -47,16 +47,35 @@ _SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
 Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
 
 
+def _tagged(spec: ApiSpec, version: int) -> bool:
+    """Response header v1 (flexible versions, except ApiVersions) adds empty tagged fields."""
+    return spec.key != ApiKey.ApiVersions and bool(spec.response_cls.flexible_version_q(version))
+
+
+def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> Frame:
+    chunked = getattr(response, "encode_chunks", None)
+    if chunked is not None:
+        chunks = chunked(version)
+        size = sum(len(c) for c in chunks)
+        head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, correlation_id)
+        return [head + b"\x00" if tagged else head, *chunks]
+    body = response.encode(version=version)
+    if tagged:
+        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
+    return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
+
+
 class _Route:
     """What dispatching one (api key, version) needs, worked out once."""
 
-    __slots__ = ("check_nulls", "counter", "decode", "flexible", "spec")
+    __slots__ = ("check_nulls", "counter", "decode", "flexible", "spec", "tagged")
 
     def __init__(self, spec: ApiSpec, version: int, counter: RequestCounter) -> None:
         self.spec = spec
         self.counter = counter
         cls = spec.request_cls
         self.flexible = cls.flexible_version_q(version)
+        self.tagged = _tagged(spec, version)
         # A hand-written decoder refuses forbidden nulls itself; kafka-python's reads them.
         self.check_nulls = spec.decoder is None
         # kafka-python's compiled decoder, called with the header's end as start position: no
@@ -152,15 +171,21 @@ class Dispatcher:
 
             def finish(value: Any, error: BaseException | None) -> None:
                 if error is None:
-                    code = getattr(value, "error_code", 0)
-                elif isinstance(error, KafkaError):
-                    code = error.code
-                elif isinstance(error, CloseConnection):
-                    code = None
-                else:
-                    code = ErrorCode.UNKNOWN_SERVER_ERROR
-                if code is not None:
-                    counter.answered(code, (perf_counter() - start) * 1000)
+                    counter.answered(getattr(value, "error_code", 0), (perf_counter() - start) * 1000)
+                    if value is None:
+                        out.resolve(None)
+                        return
+                    try:
+                        data = _framed(value, version, ctx.header.correlation_id, route.tagged)
+                    except BaseException as e:
+                        out.fail(e)
+                        return
+                    out.resolve(data)
+                    return
+                if isinstance(error, KafkaError):
+                    counter.answered(error.code, (perf_counter() - start) * 1000)
+                elif not isinstance(error, CloseConnection):
+                    counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - start) * 1000)
                 try:
                     data = self._settle(ctx, spec, request, value, error)
                 except BaseException as e:
@@ -174,7 +199,7 @@ class Dispatcher:
         counter.answered(getattr(result, "error_code", 0), (perf_counter() - start) * 1000)
         if result is None:
             return None
-        return self.encode(ctx, spec, result)
+        return _framed(result, version, header.correlation_id, route.tagged)
 
     def _settle(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
@@ -196,18 +221,7 @@ class Dispatcher:
         """The framed response: bytes, or a list of buffers for answers that hand over their
         large parts uncopied (``encode_chunks``, Fetch), for the connection's writelines."""
         version = ctx.api_version
-        # Response header v1 (flexible versions, except ApiVersions) adds empty tagged fields.
-        tagged = spec.key != ApiKey.ApiVersions and spec.response_cls.flexible_version_q(version)
-        chunked = getattr(response, "encode_chunks", None)
-        if chunked is not None:
-            chunks = chunked(version)
-            size = sum(len(c) for c in chunks)
-            head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, ctx.header.correlation_id)
-            return [head + b"\x00" if tagged else head, *chunks]
-        body = response.encode(version=version)
-        if tagged:
-            return _SIZE_CORR.pack(len(body) + 5, ctx.header.correlation_id) + b"\x00" + body
-        return _SIZE_CORR.pack(len(body) + 4, ctx.header.correlation_id) + body
+        return _framed(response, version, ctx.header.correlation_id, _tagged(spec, version))
 
     def _error(
         self, ctx: RequestContext, spec: ApiSpec, request: Any, code: int, message: str | None
