@@ -107,6 +107,10 @@ class KafkaConnection(asyncio.Protocol):
         self._buf = bytearray()  # the start of a frame not yet read whole (or frames left unserved)
         self._large: bytearray | None = None  # a large frame being read into its own buffer
         self._large_len = 0  # bytes of it read
+        # Answers made while the next large request was still being read: written with the
+        # answers after it, or when this pass of the loop has read what it could (one send, not
+        # one per chunk read).
+        self._unsent: list[Any] = []
         self._queue: deque[_Pending] = deque()
         self._paused_reading = False
         self._turn_bytes = 0  # read since this connection last gave up its turn
@@ -248,6 +252,7 @@ class KafkaConnection(asyncio.Protocol):
                 del buf[:pos]
                 buf += self._buf
                 self._buf = buf
+            self._write([])
             self._update_reading()
 
     # --- reading ---------------------------------------------------------------------------
@@ -305,6 +310,12 @@ class KafkaConnection(asyncio.Protocol):
         if self._turn_bytes >= READ_TURN_BYTES and not self._turn_over:
             self._turn_over = True
             (self.server.loop or asyncio.get_running_loop()).call_soon(self._next_turn)
+        if self._unsent:
+            if self._large is None or self._turn_over:
+                self._write([])
+            elif not self._flush_scheduled:  # at the latest after this pass's reads
+                self._flush_scheduled = True
+                self.server.flush_soon(self)
         self._update_reading()
 
     def _next_turn(self) -> None:
@@ -391,7 +402,8 @@ class KafkaConnection(asyncio.Protocol):
             queue.append(slot)
             self.server.answers_owed += 1
             result.then(slot.deliver)
-        self._write(out)
+        if out:
+            self._unsent += out  # written by the caller's _end_pass, or with the next answers
         return pos
 
     def _may_send(self, frame: bytes | memoryview, out: list[Any]) -> bool:
@@ -499,6 +511,9 @@ class KafkaConnection(asyncio.Protocol):
         self._dispatch_buffered()
 
     def _write(self, out: list[Any]) -> None:
+        if self._unsent:  # answers made before these ones
+            out = self._unsent + out
+            self._unsent = []
         if out and self.transport is not None and not self._closing:
             self.last_active = time.monotonic()
             if len(out) == 1:

@@ -276,3 +276,38 @@ def test_large_produce_requests_in_pieces_are_stored_as_sent(
         for i, (batch, kept) in enumerate(zip(batches, stored, strict=True)):
             assert struct.unpack_from(">q", kept, 0)[0] == i  # the base offset the broker assigned
             assert kept[16:] == batch[16:] and kept[8:12] == batch[8:12]  # all but offset and epoch
+
+
+def test_an_answer_is_not_held_back_by_a_large_request_still_arriving(
+    broker: BrokerProcess, unique_topic: str
+) -> None:
+    """An answer made while the next large request is being read is held only until the loop has
+    read what it can: a client that sends one request and half of the next still gets the first
+    answer, before it sends the rest."""
+    import struct
+
+    from tests.wire import request_header
+
+    req = request_class(ApiKey.Produce)
+    with broker.connect() as c:
+        c.create_topic(unique_topic)
+        frames, corrs = [], []
+        for i in range(2):
+            td = req.TopicProduceData(
+                name=unique_topic,
+                partition_data=[
+                    req.TopicProduceData.PartitionProduceData(
+                        index=0, records=build_batch([(b"k", bytes(200_000), T0 + i)])
+                    )
+                ],
+            )
+            body = req(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[td]).encode(version=9)
+            corrs.append(c.next_correlation_id())
+            head = request_header(ApiKey.Produce, 9, corrs[-1], "t", flexible=True)
+            frames.append(struct.pack(">i", len(head) + len(body)) + head + body)
+        c.send_raw(frames[0] + frames[1][: len(frames[1]) // 2])
+        c.sock.settimeout(5)
+        first = c.recv_frame()
+        assert struct.unpack_from(">i", first, 0)[0] == corrs[0]
+        c.send_raw(frames[1][len(frames[1]) // 2 :])
+        assert struct.unpack_from(">i", c.recv_frame(), 0)[0] == corrs[1]
