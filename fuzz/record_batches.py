@@ -5,7 +5,8 @@ recompression. Anything but a KafkaError (the partition's error answer) is a fin
     python fuzz/record_batches.py -runs=1000000 fuzz/corpus/record_batches
 
 Inputs are record payloads whose batch CRC the target fixes (so the fuzzer gets past the CRC
-check into the records), or raw bytes as a client could send (the first byte chooses).
+check into the records), or raw bytes as a client could send (the first byte chooses); handed
+over as bytes or as a writable view, which the append stamps in place (the next byte chooses).
 """
 
 from __future__ import annotations
@@ -96,8 +97,11 @@ def one(data: bytes) -> None:
     mode = fdp.ConsumeIntInRange(0, 1)
     part = _partitions.parts[fdp.ConsumeIntInRange(0, len(_partitions.parts) - 1)]
     version = fdp.ConsumeIntInRange(3, 13)
+    in_place = fdp.ConsumeBool()  # as a large request's own buffer hands them over (server.py)
     body = bytearray(fdp.ConsumeBytes(fdp.remaining_bytes()))
-    raw = with_crc(body) if mode == 0 else bytes(body)
+    raw: bytes | memoryview = with_crc(body) if mode == 0 else bytes(body)
+    if in_place:
+        raw = memoryview(bytearray(raw))
     with contextlib.suppress(KafkaError):  # the partition's error answer
         append_records(_partitions.services, part, raw, NOW, None, version)  # type: ignore[arg-type]
 

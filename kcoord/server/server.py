@@ -324,9 +324,10 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _serve(self, view: memoryview, end: int, copy: bool) -> int:
-        """Serve the whole frames in ``view[:end]`` and write the answers ready: the position
-        after the last frame served, or -1 when the connection is to close. Frames are copied
-        out of ``view`` when ``copy`` (it is a buffer reused), else handed over as views of it."""
+        """Serve the whole frames in ``view[:end]``: the position after the last frame served, or
+        -1 when the connection is to close. The answers made at once are left in ``_unsent`` for
+        the caller's ``_end_pass`` (or the next write) to send. Frames are copied out of ``view``
+        when ``copy`` (it is a buffer reused), else handed over as views of it."""
         pos = 0
         out: list[Any] = []
         out_bytes = 0
