@@ -295,11 +295,14 @@ class KafkaConnection(asyncio.Protocol):
         self._end_pass()
 
     def _keep(self, rest: memoryview) -> None:
-        """The bytes after the last whole frame read: a large frame's start goes into a buffer of
-        its own size, which the next reads fill; anything else is kept for the next read."""
+        """The bytes after the last whole frame read: a large frame of which at least half came
+        goes into a buffer of its own size, which the next reads fill; anything else is kept for
+        the next read."""
         if len(rest) >= 4 and not self._backlogged():
             (size,) = _SIZE.unpack_from(rest, 0)
-            if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > len(rest):
+            # Only once half of it came: a size prefix alone must not make the broker allocate
+            # (and zero) up to socket.request.max.bytes for bytes nobody has sent.
+            if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > len(rest) >= (4 + size) // 2:
                 large = self._large = bytearray(4 + size)
                 large[: len(rest)] = rest
                 self._large_len = len(rest)
