@@ -81,7 +81,7 @@ def _java_length(s: str) -> int:
 
 
 # --- OffsetCommit ------------------------------------------------------------------------------
-_CResp = response_class(ApiKey.OffsetCommit)
+_CResp: Any = response_class(ApiKey.OffsetCommit)  # kafka-python's generated class
 _CTopic = _CResp.OffsetCommitResponseTopic
 _CPart = _CTopic.OffsetCommitResponsePartition
 
@@ -107,6 +107,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
         parts = []
         name = topic.name if topic is not None else t.name if v < 10 else None
         # The same for every partition of the topic, so asked once.
+        refused: int
         if name is not None and not topic_authorized(services, ctx, Op.READ, name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None:
@@ -140,12 +141,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
                 slots.append(entry)
         results.append((t, parts))
 
-    def build(group_error: int = 0) -> Any:
-        if group_error:
-            for entry in slots:
-                entry[1] = group_error
-        return OffsetCommitAnswer([(t.name, t.topic_id if v >= 10 else None, parts) for t, parts in results])
-
+    build = _commit_answer(results, slots, v)
     if not commits:
         return build()
     generation = req.generation_id_or_member_epoch
@@ -179,6 +175,20 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     return reply
 
 
+def _commit_answer(
+    results: list[tuple[Any, list[list[int]]]], slots: list[list[int]], v: int
+) -> Callable[..., Any]:
+    # A closure of its own, so that the operation's closure (which holds the responder, which
+    # holds this) does not hold its own scope: no reference cycle per request.
+    def build(group_error: int = 0) -> Any:
+        if group_error:
+            for entry in slots:
+                entry[1] = group_error
+        return OffsetCommitAnswer([(t.name, t.topic_id if v >= 10 else None, parts) for t, parts in results])
+
+    return build
+
+
 def commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _CResp(
         throttle_time_ms=0,
@@ -194,7 +204,7 @@ def commit_error_response(req: Any, version: int, code: int, message: str | None
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------
-_TResp = response_class(ApiKey.TxnOffsetCommit)
+_TResp: Any = response_class(ApiKey.TxnOffsetCommit)  # kafka-python's generated class
 _TTopic = _TResp.TxnOffsetCommitResponseTopic
 _TPart = _TTopic.TxnOffsetCommitResponsePartition
 
@@ -315,7 +325,7 @@ def txn_commit_error_response(req: Any, version: int, code: int, message: str | 
 
 
 # --- OffsetFetch -------------------------------------------------------------------------------
-_FResp = response_class(ApiKey.OffsetFetch)
+_FResp: Any = response_class(ApiKey.OffsetFetch)  # kafka-python's generated class
 _FGroup = _FResp.OffsetFetchResponseGroup
 
 
@@ -378,14 +388,6 @@ def _fetch_group(
     named = None if wanted.topics is None else {t for t, _parts in wanted.topics}
     allowed = None if named is None else authorized_topics(services, ctx, Op.DESCRIBE, named)
 
-    def authorized_only(
-        data: list[tuple[str, list[tuple[int, Any]]]],
-    ) -> list[tuple[str, list[tuple[int, Any]]]]:
-        if allowed is None:
-            keep = authorized_topics(services, ctx, Op.DESCRIBE, [t for t, _parts in data])
-            return [(t, parts) for t, parts in data if t in keep]
-        return [(t, parts if t in allowed else [(p, DENIED) for p, _v in parts]) for t, parts in data]
-
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
         consumer = store.kind(ConsumerGroups).get(group_id)
@@ -395,16 +397,29 @@ def _fetch_group(
                 out.respond(respond, (error, []))
                 return out
         offsets = store.offsets
-        data = offsets.fetch(group_id, wanted.topics)
+        data: list[tuple[str, list[tuple[int, Any]]]] = offsets.fetch(group_id, wanted.topics)
         if require_stable and offsets.pending.by_key:
             data = [
                 (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
                 for t, parts in data
             ]
-        out.respond(respond, (0, authorized_only(data)))
+        out.respond(respond, (0, _authorized_only(services, ctx, allowed, data)))
         return out
 
     services.groups.tell(group_id, op)
+
+
+def _authorized_only(
+    services: Services,
+    ctx: RequestContext,
+    allowed: set[str] | None,
+    data: list[tuple[str, list[tuple[int, Any]]]],
+) -> list[tuple[str, list[tuple[int, Any]]]]:
+    """The fetched topics the principal may describe; with topics named, the others DENIED."""
+    if allowed is None:
+        keep = authorized_topics(services, ctx, Op.DESCRIBE, [t for t, _parts in data])
+        return [(t, parts) for t, parts in data if t in keep]
+    return [(t, parts if t in allowed else [(p, DENIED) for p, _v in parts]) for t, parts in data]
 
 
 UNSTABLE = object()  # a partition whose offset a transaction that has not ended committed
@@ -484,7 +499,7 @@ def fetch_error_response(req: Any, version: int, code: int, message: str | None)
 
 
 # --- OffsetDelete ------------------------------------------------------------------------------
-_DResp = response_class(ApiKey.OffsetDelete)
+_DResp: Any = response_class(ApiKey.OffsetDelete)  # kafka-python's generated class
 _DTopic = _DResp.OffsetDeleteResponseTopic
 _DPart = _DTopic.OffsetDeleteResponsePartition
 

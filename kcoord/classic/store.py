@@ -8,7 +8,7 @@ membership (a group without protocol type), and goes with its tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kcoord.classic import migration
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
@@ -27,7 +27,7 @@ GROUP_TYPE = "classic"
 
 
 class ClassicGroups(GroupsById[ClassicGroup]):
-    group_type = GROUP_TYPE
+    group_type: ClassVar[str] = GROUP_TYPE
 
     def __init__(self, namespace: GroupNamespace, config: GroupConfig) -> None:
         self.namespace = namespace

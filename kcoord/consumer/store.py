@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kcoord.consumer import classic_members
 from kcoord.consumer.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
@@ -46,7 +46,7 @@ GROUP_TYPE = "consumer"
 
 
 class ConsumerGroups(GroupsById[ConsumerGroup]):
-    group_type = GROUP_TYPE
+    group_type: ClassVar[str] = GROUP_TYPE
 
     def __init__(
         self,

@@ -75,19 +75,19 @@ class FieldReader:
 
     def i16(self) -> int:
         self._need(2)
-        (v,) = _H.unpack_from(self.buf, self.pos)
+        v: int = _H.unpack_from(self.buf, self.pos)[0]
         self.pos += 2
         return v
 
     def i32(self) -> int:
         self._need(4)
-        (v,) = _I.unpack_from(self.buf, self.pos)
+        v: int = _I.unpack_from(self.buf, self.pos)[0]
         self.pos += 4
         return v
 
     def i64(self) -> int:
         self._need(8)
-        (v,) = _Q.unpack_from(self.buf, self.pos)
+        v: int = _Q.unpack_from(self.buf, self.pos)[0]
         self.pos += 8
         return v
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
@@ -37,7 +38,7 @@ _PART_OFFSET = struct.Struct(">iq")  # partition index, committed offset
 _ZERO_I32 = b"\x00\x00\x00\x00"
 
 # (name, topic id or None, [(partition, error code)])
-CommitTopic = tuple[str | None, Any, list[tuple[int, int]]]
+CommitTopic = tuple[str | None, Any, Sequence[Sequence[int]]]
 # (partition, committed offset, leader epoch, metadata or None, error code)
 FetchPartition = tuple[int, int, int, str | None, int]
 # (name, topic id or None, [FetchPartition])
@@ -55,7 +56,7 @@ class OffsetCommitAnswer:
 
     __slots__ = ("topics",)
 
-    def __init__(self, topics: list[CommitTopic]) -> None:
+    def __init__(self, topics: Sequence[CommitTopic]) -> None:
         self.topics = topics
 
     def encode(self, version: int) -> bytes:

@@ -196,7 +196,8 @@ def max_timestamp_offset(batch: bytes | memoryview, h: BatchHeader) -> int:
         return h.base_offset
     for record in DefaultRecordBatch(bytes(batch)):
         if record.timestamp == h.max_timestamp:
-            return record.offset
+            offset: int = record.offset
+            return offset
     return h.last_offset
 
 
@@ -307,7 +308,7 @@ def build_marker_batch(
     )
 
 
-def read_marker(batch: bytes, h: BatchHeader) -> tuple[bool, int]:
+def read_marker(batch: bytes | bytearray, h: BatchHeader) -> tuple[bool, int]:
     """(commit, coordinator epoch) of a control batch's end-transaction marker.
 
     Raises InvalidBatch for a control record that is not one (Kafka's other control types, e.g.
@@ -409,10 +410,14 @@ def _decompressed(batch: bytes) -> list[Any]:
         raise InvalidBatch(f"compressed records do not decompress: {type(e).__name__}: {e}") from e
 
 
-def iter_key_values(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+def iter_key_values(
+    data: bytes | bytearray, h: BatchHeader
+) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record of a batch that starts at byte 0: iter_records for
     replay, which reads millions of records and needs no timestamps. Coordinator records have
     small lengths and deltas, so one-byte varints are decoded inline."""
+    # Keys and values are bytes: a batch just built (a bytearray) is read from a copy.
+    batch = data if isinstance(data, bytes) else bytes(data)
     if h.compression:
         for r in _decompressed(batch):
             yield r.offset, r.key, r.value
@@ -512,7 +517,7 @@ def build_end_txn_marker(
     return batch
 
 
-def read_end_txn_marker(batch: bytes, h: BatchHeader) -> tuple[bool, int] | None:
+def read_end_txn_marker(batch: bytes | bytearray, h: BatchHeader) -> tuple[bool, int] | None:
     """(commit, coordinator epoch) of a control batch holding a transaction marker; None for an
     empty control batch or another control type (Kafka's LEADER_CHANGE and KRaft records)."""
     for _offset, key, value in iter_key_values(batch, h):

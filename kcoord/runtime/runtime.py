@@ -169,6 +169,7 @@ class Actor:
         "_timer_at",
         "key",
         "mailbox",
+        "partition_wide",
         "runtime",
         "shard",
         "writer",
@@ -177,6 +178,8 @@ class Actor:
     def __init__(self, runtime: CoordinatorRuntime[Any], key: Any, index: int) -> None:
         self.runtime = runtime
         self.key = key
+        # A PartitionKey's actor: the state has no timers for it and holds nothing under it.
+        self.partition_wide = isinstance(key, PartitionKey)
         self.shard = runtime.shards[index]
         self.writer = runtime._writers[index]
         self.mailbox: deque[Operation[Any]] = deque()
@@ -210,7 +213,7 @@ class Actor:
         if (
             self._timer is None
             and (self._last_write is None or self._last_write.done)
-            and not shard.state.holds(self.key)
+            and (self.partition_wide or not shard.state.holds(self.key))
         ):
             runtime.actors.pop(self.key, None)
 
@@ -236,7 +239,7 @@ class Actor:
         pending.add(release)
 
     def _arm_timer(self) -> None:
-        deadline = self.shard.state.next_deadline(self.key)
+        deadline = None if self.partition_wide else self.shard.state.next_deadline(self.key)
         if deadline == self._timer_at:
             return
         if deadline is not None and self._timer_at is not None and self._timer_at < deadline:

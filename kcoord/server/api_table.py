@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kcoord.apis import (
     acls,
@@ -43,8 +43,13 @@ from kcoord.protocol.produce_codec import decode_produce
 
 Handler = Callable[[Services, RequestContext, Any], Any]  # -> response, Reply, or None
 ErrorResponse = Callable[[Any, int, int, str | None], Any]
-# (body, position after the request header, version) -> (request, end); refuses forbidden nulls
-Decoder = Callable[[memoryview, int, int], tuple[Any, int]]
+
+
+class Decoder(Protocol):
+    """(body, position after the request header, version) -> (request, end); refuses forbidden
+    nulls."""
+
+    def __call__(self, buf: memoryview, pos: int, version: int) -> tuple[Any, int]: ...
 
 
 @dataclass(frozen=True)

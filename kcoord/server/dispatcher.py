@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -59,7 +60,7 @@ def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> F
         size = sum(len(c) for c in chunks)
         head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, correlation_id)
         return [head + b"\x00" if tagged else head, *chunks]
-    body = response.encode(version=version)
+    body: bytes | bytearray = response.encode(version=version)  # kafka-python: bytearray
     if tagged:
         return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
     return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
@@ -69,6 +70,7 @@ class _Route:
     """What dispatching one (api key, version) needs, worked out once."""
 
     __slots__ = ("check_nulls", "counter", "decode", "flexible", "spec", "tagged")
+    decode: Callable[[memoryview, int], tuple[Any, int]]  # (body, position) -> (request, end)
 
     def __init__(self, spec: ApiSpec, version: int, counter: RequestCounter) -> None:
         self.spec = spec
@@ -112,8 +114,8 @@ class Dispatcher:
         buf = memoryview(frame)
         try:
             header = parse_request_header(buf)
-        except MalformedRequest as e:
-            raise CloseConnection(str(e)) from e
+        except MalformedRequest as bad_header:
+            raise CloseConnection(str(bad_header)) from bad_header
         version = header.api_version
         route = self._routes.get((header.api_key, version))
         if route is None:
@@ -139,8 +141,10 @@ class Dispatcher:
             if route.flexible:
                 body_at = skip_tagged_fields(buf, body_at)
             request, _ = route.decode(buf, body_at)
-        except Exception as e:
-            raise CloseConnection(f"cannot decode {ApiKey(header.api_key).name} v{version}: {e!r}") from e
+        except Exception as undecodable:
+            raise CloseConnection(
+                f"cannot decode {ApiKey(header.api_key).name} v{version}: {undecodable!r}"
+            ) from undecodable
         if route.check_nulls:
             bad = null_violation(request, version)
             if bad is not None:
@@ -159,41 +163,16 @@ class Dispatcher:
             result = spec.handler(self.services, ctx, request)
         except CloseConnection:
             raise
-        except KafkaError as e:
-            counter.answered(e.code, (perf_counter() - start) * 1000)
-            return self._error(ctx, spec, request, e.code, e.message)
-        except Exception as e:
+        except KafkaError as refused:
+            counter.answered(refused.code, (perf_counter() - start) * 1000)
+            return self._error(ctx, spec, request, refused.code, refused.message)
+        except Exception as crashed:
             log.exception("handler failed", api=spec.name, version=version, client_id=header.client_id)
             counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - start) * 1000)
-            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(crashed))
         if type(result) is Reply:
             out = Reply()
-
-            def finish(value: Any, error: BaseException | None) -> None:
-                if error is None:
-                    counter.answered(getattr(value, "error_code", 0), (perf_counter() - start) * 1000)
-                    if value is None:
-                        out.resolve(None)
-                        return
-                    try:
-                        data = _framed(value, version, ctx.header.correlation_id, route.tagged)
-                    except BaseException as e:
-                        out.fail(e)
-                        return
-                    out.resolve(data)
-                    return
-                if isinstance(error, KafkaError):
-                    counter.answered(error.code, (perf_counter() - start) * 1000)
-                elif not isinstance(error, CloseConnection):
-                    counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - start) * 1000)
-                try:
-                    data = self._settle(ctx, spec, request, value, error)
-                except BaseException as e:
-                    out.fail(e)
-                    return
-                out.resolve(data)
-
-            result.then(finish)
+            result.then(_Deferred(self, ctx, route, request, start, out))
             return out
         # An answer's own top-level error code (NONE when it has none, or per-partition codes only).
         counter.answered(getattr(result, "error_code", 0), (perf_counter() - start) * 1000)
@@ -201,21 +180,14 @@ class Dispatcher:
             return None
         return _framed(result, version, header.correlation_id, route.tagged)
 
-    def _settle(
-        self, ctx: RequestContext, spec: ApiSpec, request: Any, value: Any, error: BaseException | None
-    ) -> Frame | None:
-        """The framed answer of a handler that returned a Reply."""
-        if error is None:
-            return None if value is None else self.encode(ctx, spec, value)
-        try:
+    def _failed(self, ctx: RequestContext, spec: ApiSpec, request: Any, error: BaseException) -> Frame:
+        """The framed error answer of a handler whose Reply failed with ``error``."""
+        if isinstance(error, KafkaError):
+            return self._error(ctx, spec, request, error.code, error.message)
+        if isinstance(error, CloseConnection) or not isinstance(error, Exception):
             raise error
-        except CloseConnection:
-            raise
-        except KafkaError as e:
-            return self._error(ctx, spec, request, e.code, e.message)
-        except Exception as e:
-            log.exception("handler failed", api=spec.name, version=ctx.api_version)
-            return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        log.error("handler failed", api=spec.name, version=ctx.api_version, exc_info=error)
+        return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
 
     def encode(self, ctx: RequestContext, spec: ApiSpec, response: Any) -> Frame:
         """The framed response: bytes, or a list of buffers for answers that hand over their
@@ -230,7 +202,7 @@ class Dispatcher:
             raise CloseConnection(f"{spec.name} failed with {ErrorCode(code).name}: {message}")
         return self.encode(ctx, spec, spec.error_response(request, ctx.api_version, code, message))
 
-    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: memoryview) -> bytes:
+    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: memoryview) -> Frame:
         version = ctx.api_version
         if spec.key == ApiKey.ApiVersions:
             # Answer in v0 so that any client can read the versions we do serve.
@@ -252,3 +224,53 @@ class Dispatcher:
         if bad is not None:
             raise CloseConnection(f"non-nullable field {bad} was serialized as null")
         return self._error(ctx, spec, request, ErrorCode.UNSUPPORTED_VERSION, None)
+
+
+class _Deferred:
+    """Frames a handler's later answer for the connection (an object, not a closure over
+    ``dispatch``'s scope: compiled, such a closure and that scope would hold each other)."""
+
+    __slots__ = ("ctx", "dispatcher", "out", "request", "route", "start")
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        ctx: RequestContext,
+        route: _Route,
+        request: Any,
+        start: float,
+        out: Reply,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.ctx = ctx
+        self.route = route
+        self.request = request
+        self.start = start
+        self.out = out
+
+    def __call__(self, value: Any, error: BaseException | None) -> None:
+        route = self.route
+        counter = route.counter
+        out = self.out
+        if error is None:
+            counter.answered(getattr(value, "error_code", 0), (perf_counter() - self.start) * 1000)
+            if value is None:
+                out.resolve(None)
+                return
+            try:
+                data = _framed(value, self.ctx.api_version, self.ctx.header.correlation_id, route.tagged)
+            except BaseException as e:
+                out.fail(e)
+                return
+            out.resolve(data)
+            return
+        if isinstance(error, KafkaError):
+            counter.answered(error.code, (perf_counter() - self.start) * 1000)
+        elif not isinstance(error, CloseConnection):
+            counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - self.start) * 1000)
+        try:
+            failed = self.dispatcher._failed(self.ctx, route.spec, self.request, error)
+        except BaseException as e:
+            out.fail(e)
+            return
+        out.resolve(failed)

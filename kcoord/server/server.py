@@ -25,7 +25,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -345,9 +345,8 @@ class KafkaConnection(asyncio.Protocol):
                 return -1
             if end - pos - 4 < size:
                 break
-            frame: bytes | memoryview = view[pos + 4 : pos + 4 + size]
-            if copy:
-                frame = frame.tobytes()
+            piece = view[pos + 4 : pos + 4 + size]
+            frame: bytes | memoryview = piece.tobytes() if copy else piece
             pos += 4 + size
             # (While re-authenticating, the authenticator below decides what may be sent.)
             if (
@@ -644,7 +643,8 @@ class KafkaServer:
                 ssl=security.ssl_context if security is not None else None,
             )
             self._servers.append(srv)
-            sock = srv.sockets[0].getsockname()
+            # (uvloop's ``sockets`` is a list where asyncio's stubs say tuple.)
+            sock = cast(Any, srv).sockets[0].getsockname()
             self.bound[ep.name] = (host, sock[1])
             protocol = security.protocol if security is not None else "PLAINTEXT"
             log.info("listening", listener=ep.name, host=host, port=sock[1], security_protocol=protocol)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.protocol.fields import RecordFormatError
@@ -41,7 +41,7 @@ _STATE_KEYS = frozenset((ShareCheckpointKey, ShareDeltaKey))
 
 
 class ShareGroups(GroupsById[ShareGroup]):
-    group_type = GROUP_TYPE
+    group_type: ClassVar[str] = GROUP_TYPE
 
     def __init__(
         self,

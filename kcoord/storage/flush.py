@@ -96,6 +96,9 @@ class Flusher:
         self.after_round: list[Callable[[], None]] = []
         # Whether the broker has nothing else to serve (the module's docstring says what for).
         self.idle: Callable[[], bool] = _never
+        # How a round makes its segments durable: an attribute, so that tests can wrap or fail it
+        # (a compiled class's methods cannot be replaced).
+        self._sync: Callable[[list[Segment]], None] = self._sync_segments
         self._loop: asyncio.AbstractEventLoop | None = None  # while the flusher runs
         self._round_due = False  # a round is scheduled (see _request_round)
         self._interval_timer: asyncio.TimerHandle | None = None
@@ -333,7 +336,7 @@ class Flusher:
                 except Exception:
                     log.exception("after-round hook failed")
 
-    def _sync(self, segments: list[Segment]) -> None:
+    def _sync_segments(self, segments: list[Segment]) -> None:
         """Make the segments' written bytes durable (runs on the flusher's thread)."""
         fs = self._fs
         if fs is not None and len(segments) >= SYNCFS_MIN_FILES:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import structlog
+
 from kcoord.clock import ManualClock
-from kcoord.config import BrokerConfig
+from kcoord.config import BrokerConfig, build_config
+from kcoord.runtime.outcome import Outcome
 from kcoord.server.coordinators import group_runtime
 from kcoord.storage.flush import Flusher
+from tests.unit.grouputil import FakeTopics
 
 
 class _Actor:
@@ -50,3 +54,28 @@ def test_after_run_hooks_run_on_the_pass_that_ran_the_actors(tmp_path: Path) -> 
         "next pass after a",
         "next pass after b",
     ]
+
+
+def test_a_partition_wide_operation_leaves_no_actor_and_no_error(tmp_path: Path) -> None:
+    # A transaction marker runs on a whole partition under a PartitionKey, which no state holds
+    # and no group's deadline names: the group store is never asked about it (compiled, it would
+    # refuse a key that is not a group id), and its actor goes once it has run.
+    async def main() -> tuple[list[str], int]:
+        config = build_config({}, {"log_dirs": str(tmp_path), "offsets_topic_num_partitions": 1})
+        flusher = Flusher("os")
+        coordinator = group_runtime(config, flusher, ManualClock(), FakeTopics(), lambda _gid: None)
+        coordinator.open(unclean=False)
+        ran: list[str] = []
+
+        def op(state: object, now: int) -> Outcome:
+            ran.append(type(state).__name__)
+            return Outcome()
+
+        with structlog.testing.capture_logs() as logs:
+            coordinator.tell_partition(0, op)
+            await asyncio.sleep(0.01)
+        coordinator.close()
+        assert [e for e in logs if e["log_level"] == "error"] == []
+        return ran, len(coordinator.actors)
+
+    assert asyncio.run(main()) == (["GroupStore"], 0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
 from kcoord.dataplane.partitions import PartitionManager
 from kcoord.storage import preallocation
@@ -135,11 +136,11 @@ def test_preallocate_off_grows_the_file_as_it_writes(tmp_path: Path) -> None:
 
 
 def test_the_topic_config_and_its_broker_synonym_reach_the_log(tmp_path: Path) -> None:
-    pm = PartitionManager.__new__(PartitionManager)
-    pm.config = BrokerConfig(log_dirs=str(tmp_path))
+    flusher = Flusher("always", directory=tmp_path)
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock())
     assert pm.log_config({}).preallocate is True
     assert pm.log_config({"preallocate": "false"}).preallocate is False
-    pm.config = BrokerConfig(log_dirs=str(tmp_path), log_preallocate=False)
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path), log_preallocate=False), flusher, ManualClock())
     assert pm.log_config({}).preallocate is False
     assert pm.log_config({"preallocate": "true"}).preallocate is True
 
