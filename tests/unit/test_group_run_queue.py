@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import structlog
 
 from kcoord.clock import ManualClock
@@ -26,6 +27,7 @@ class _Actor:
             raise RuntimeError("actor bug")
 
 
+@pytest.mark.pure  # fake actors in the runtime's run queue
 def test_after_run_hooks_run_on_the_pass_that_ran_the_actors(tmp_path: Path) -> None:
     # The server writes the answers the actors completed from this hook: it must run after every
     # actor of the pass (a failing one included), before the event loop runs anything else, and

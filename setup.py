@@ -1,0 +1,69 @@
+"""kcoord is pure Python; its request path is also compiled to C with mypyc when it can be.
+
+The modules below are what every commit, offset fetch and produce request runs through (issue
+15: a third fewer instructions per request, half again as many pipelined commits per second).
+The build is optional: without mypy or a C compiler, or with ``KCOORD_PURE_BUILD=1``, kcoord
+installs as the same modules in pure Python, and ``kcoord/__init__.py`` falls back to them at
+import time whenever the compiled ones are missing or older than their sources.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+
+COMPILED = [
+    "kcoord/apis/authorization.py",
+    "kcoord/apis/offsets.py",
+    "kcoord/apis/reply.py",
+    "kcoord/classic/group.py",
+    "kcoord/classic/offsets.py",
+    "kcoord/classic/store.py",
+    "kcoord/clock.py",
+    "kcoord/consumer/store.py",
+    "kcoord/dataplane/partitions.py",
+    "kcoord/groups/offsets.py",
+    "kcoord/groups/records.py",
+    "kcoord/groups/store.py",
+    "kcoord/metrics.py",
+    "kcoord/protocol/fields.py",
+    "kcoord/protocol/frames.py",
+    "kcoord/protocol/offsets_codec.py",
+    "kcoord/protocol/records.py",
+    "kcoord/protocol/request_reader.py",
+    "kcoord/runtime/outcome.py",
+    "kcoord/runtime/records.py",
+    "kcoord/runtime/runtime.py",
+    "kcoord/runtime/shard.py",
+    "kcoord/server/dispatcher.py",
+    "kcoord/server/server.py",
+    "kcoord/share/store.py",
+    "kcoord/storage/flush.py",
+    "kcoord/storage/log.py",
+    "kcoord/storage/segment.py",
+]
+
+
+def ext_modules() -> list:
+    if os.environ.get("KCOORD_PURE_BUILD"):
+        return []
+    try:
+        from mypyc.build import mypycify
+
+        # group_name fixes the shared library's name: kcoord__mypyc, beside the package.
+        extensions = mypycify(COMPILED, opt_level="3", group_name="kcoord")
+    except BaseException as e:  # no mypy, sources that do not type-check: install pure Python
+        print(
+            f"warning: kcoord's request path is not compiled ({e!r}); installing pure Python", file=sys.stderr
+        )
+        return []
+    for extension in extensions:
+        # Without a C compiler the build goes on without them (kcoord/__init__.py then imports
+        # the sources of any module whose shared library is missing).
+        extension.optional = True
+    return extensions
+
+
+setup(ext_modules=ext_modules())
