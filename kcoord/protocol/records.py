@@ -114,7 +114,8 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 
 
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
-    return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+    crc: int = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+    return crc
 
 
 def iter_headers(buf: bytes | bytearray | memoryview, *, partial_ok: bool = False) -> Iterator[BatchHeader]:
