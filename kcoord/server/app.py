@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+import kcoord
 from kcoord.apis.services import Services
 from kcoord.clock import Clock, SystemClock
 from kcoord.config import BrokerConfig
@@ -200,6 +201,7 @@ class Broker:
             flush_policy=self.config.log_flush_policy,
             listeners=[f"{n}://{h}:{p}" for n, (h, p) in self.server.bound.items()],
             http=[f"http://{h}:{p}" for h, p in (self.ops.bound if self.ops is not None else [])],
+            compiled=kcoord.compiled,  # whether the request path runs as mypyc's C (setup.py)
         )
         self.started.set()
 
