@@ -15,17 +15,18 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Final
 
 from kcoord.clock import Clock
 
-SAMPLE_WINDOW_MS = 30_000
-SAMPLES = 2
+SAMPLE_WINDOW_MS: Final = 30_000
+SAMPLES: Final = 2
 
 # group-coordinator-metrics recorded by more than one package (Kafka's GroupCoordinatorMetrics).
-OFFSET_COMMIT = "offset-commit"  # offsets committed (a meter: -rate, -count)
-OFFSET_EXPIRATION = "offset-expiration"  # offsets removed by KIP-211 expiry
-OFFSET_DELETION = "offset-deletion"  # offsets removed by OffsetDelete
-PARTITION_LOAD_TIME = "partition-load-time"  # ms to replay one coordinator partition (-avg, -max)
+OFFSET_COMMIT: Final = "offset-commit"  # offsets committed (a meter: -rate, -count)
+OFFSET_EXPIRATION: Final = "offset-expiration"  # offsets removed by KIP-211 expiry
+OFFSET_DELETION: Final = "offset-deletion"  # offsets removed by OffsetDelete
+PARTITION_LOAD_TIME: Final = "partition-load-time"  # ms to replay one coordinator partition (-avg, -max)
 
 Tags = tuple[tuple[str, str], ...]
 MetricKey = tuple[str, Tags]

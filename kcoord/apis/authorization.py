@@ -9,6 +9,7 @@ resource type supports (as ``acl_operations`` did before ACLs). With one, a chec
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from kcoord.apis.acl_operations import CLUSTER_OPERATIONS, GROUP_OPERATIONS, TOPIC_OPERATIONS
 from kcoord.apis.context import RequestContext
@@ -115,8 +116,8 @@ def require_cluster(services: Services, ctx: RequestContext, operation: AclOpera
 
 
 # Config resource types (DescribeConfigs, AlterConfigs): the ACL resource that guards each.
-_CONFIG_RESOURCE_TOPIC = 2
-_CONFIG_RESOURCE_GROUP = 32
+_CONFIG_RESOURCE_TOPIC: Final = 2
+_CONFIG_RESOURCE_GROUP: Final = 32
 
 
 def config_resource_error(

@@ -38,7 +38,7 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
@@ -54,7 +54,7 @@ from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
 from kcoord.transaction.coordinator import verification_error
 
-NO_TIMESTAMP = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
+NO_TIMESTAMP: Final = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 
 
 def _partition_error(index: int, code: int, message: str | None = None) -> PartitionAnswer:

@@ -8,7 +8,7 @@ membership (a group without protocol type), and goes with its tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from kcoord.classic import migration
 from kcoord.classic.group import ClassicGroup, GroupConfig, GroupState
@@ -23,7 +23,7 @@ from kcoord.runtime.outcome import Outcome, Record
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 
-GROUP_TYPE = "classic"
+GROUP_TYPE: Final = "classic"
 
 
 class ClassicGroups(GroupsById[ClassicGroup]):

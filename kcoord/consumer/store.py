@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from kcoord.consumer import classic_members
 from kcoord.consumer.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult
@@ -42,7 +42,7 @@ from kcoord.runtime.outcome import Outcome, Record, Responder
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import Loader
 
-GROUP_TYPE = "consumer"
+GROUP_TYPE: Final = "consumer"
 
 
 class ConsumerGroups(GroupsById[ConsumerGroup]):

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -48,12 +48,12 @@ from kcoord.storage.txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
 
-LEADER_EPOCH = 0
-MAX_TOPIC_NAME = 249
+LEADER_EPOCH: Final = 0
+MAX_TOPIC_NAME: Final = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-CLEAN_SHUTDOWN_MARKER = ".kcoord_cleanshutdown"
-SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+CLEAN_SHUTDOWN_MARKER: Final = ".kcoord_cleanshutdown"
+SNAPSHOT_SUFFIX: Final = ".snapshot"
+SNAPSHOT_VERSION: Final = 1
 
 
 def validate_topic_name(name: str | None) -> None:

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.records import NO_SEQUENCE, BatchHeader
 
-CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-INT32_MAX = 0x7FFFFFFF
-INT64_MAX = (1 << 63) - 1
+CACHED_BATCHES: Final = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+INT32_MAX: Final = 0x7FFFFFFF
+INT64_MAX: Final = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)

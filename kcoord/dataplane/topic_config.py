@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from kcoord.config import BrokerConfig
 from kcoord.protocol.configs import (
@@ -21,7 +22,7 @@ from kcoord.protocol.configs import (
     TYPE_STRING,
 )
 
-LONG_MAX = 9223372036854775807
+LONG_MAX: Final = 9223372036854775807
 
 
 @dataclass(frozen=True)

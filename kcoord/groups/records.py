@@ -21,22 +21,23 @@ import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from kcoord.protocol.fields import FieldReader, RecordFormatError, string
 from kcoord.runtime.outcome import Record
 from kcoord.runtime.records import Encoder
 
 OFFSET_COMMIT_TYPES = (0, 1)
-OFFSET_COMMIT_KEY_TYPE = 1
-GROUP_CONFIG_KEY_TYPE = 103
+OFFSET_COMMIT_KEY_TYPE: Final = 1
+GROUP_CONFIG_KEY_TYPE: Final = 103
 
-OFFSET_VALUE_WITH_EXPIRY = 1
-OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_WITH_EXPIRY: Final = 1
+OFFSET_VALUE_VERSION: Final = 3
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
-_VALUE_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
+_H: Final = struct.Struct(">h")
+_I: Final = struct.Struct(">i")
+_Q: Final = struct.Struct(">q")
+_VALUE_V3_HEAD: Final = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 
 
 # --- offset commits ---------------------------------------------------------------------------

@@ -10,10 +10,11 @@ arrays, and in flexible versions compact lengths and tagged fields.
 from __future__ import annotations
 
 import struct
+from typing import Final
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
+_H: Final = struct.Struct(">h")
+_I: Final = struct.Struct(">i")
+_Q: Final = struct.Struct(">q")
 
 
 class RecordFormatError(ValueError):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
-_FIXED = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_FIXED: Final = struct.Struct(">hhi")
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
 
 
 class MalformedRequest(ValueError):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
@@ -31,11 +31,11 @@ from kcoord.protocol.request_reader import (
     skip_tags,
 )
 
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_PART_ERROR = struct.Struct(">ih")  # partition index, error code
-_PART_OFFSET = struct.Struct(">iq")  # partition index, committed offset
-_ZERO_I32 = b"\x00\x00\x00\x00"
+_I32: Final = struct.Struct(">i")
+_I16: Final = struct.Struct(">h")
+_PART_ERROR: Final = struct.Struct(">ih")  # partition index, error code
+_PART_OFFSET: Final = struct.Struct(">iq")  # partition index, committed offset
+_ZERO_I32: Final = b"\x00\x00\x00\x00"
 
 # (name, topic id or None, [(partition, error code)])
 CommitTopic = tuple[str | None, Any, Sequence[Sequence[int]]]
@@ -184,9 +184,9 @@ class OffsetFetchRequest(NamedTuple):
 
 
 _new = tuple.__new__
-_I64 = struct.Struct(">q")
-_PART_V2 = struct.Struct(">iq")  # partition index, committed offset
-_PART_V6 = struct.Struct(">iqi")  # ... and committed leader epoch
+_I64: Final = struct.Struct(">q")
+_PART_V2: Final = struct.Struct(">iq")  # partition index, committed offset
+_PART_V6: Final = struct.Struct(">iqi")  # ... and committed leader epoch
 
 
 def _topic(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
@@ -28,11 +28,11 @@ from kcoord.protocol.request_reader import (
     skip_tags,
 )
 
-_ACKS_TIMEOUT = struct.Struct(">hi")
-_I32 = struct.Struct(">i")
-_PART = struct.Struct(">ihqq")  # index, error code, base offset, log append time
-_I64 = struct.Struct(">q")
-_ZERO_I32 = b"\x00\x00\x00\x00"
+_ACKS_TIMEOUT: Final = struct.Struct(">hi")
+_I32: Final = struct.Struct(">i")
+_PART: Final = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_I64: Final = struct.Struct(">q")
+_ZERO_I32: Final = b"\x00\x00\x00\x00"
 _new = tuple.__new__
 
 

@@ -22,29 +22,29 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import crc32c as _crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
+HEADER_SIZE: Final = 61
+LOG_OVERHEAD: Final = 12  # baseOffset + batchLength: the part not counted in batchLength
+CRC_OFFSET: Final = 17
+ATTRIBUTES_OFFSET: Final = 21
+MAX_TIMESTAMP_OFFSET: Final = 35
 
-ATTR_COMPRESSION_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08  # set: LogAppendTime
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
+ATTR_COMPRESSION_MASK: Final = 0x07
+ATTR_TIMESTAMP_TYPE: Final = 0x08  # set: LogAppendTime
+ATTR_TRANSACTIONAL: Final = 0x10
+ATTR_CONTROL: Final = 0x20
 
-NO_PRODUCER_ID = -1
-NO_SEQUENCE = -1
+NO_PRODUCER_ID: Final = -1
+NO_SEQUENCE: Final = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_I64: Final = struct.Struct(">q")
+_I32: Final = struct.Struct(">i")
+_U32: Final = struct.Struct(">I")
 
 
 class InvalidBatch(ValueError):
@@ -288,10 +288,10 @@ def build_batch(
 
 # Kafka's EndTransactionMarker: the one record of a control batch. Key: int16 version 0, int16
 # ControlRecordType (ABORT 0, COMMIT 1); value: int16 version 0, int32 coordinator epoch.
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-_CONTROL_KEY = struct.Struct(">hh")
-_MARKER_VALUE = struct.Struct(">hi")
+CONTROL_ABORT: Final = 0
+CONTROL_COMMIT: Final = 1
+_CONTROL_KEY: Final = struct.Struct(">hh")
+_MARKER_VALUE: Final = struct.Struct(">hi")
 
 
 def build_marker_batch(
@@ -391,7 +391,7 @@ def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 # The smallest record: its length, attributes, timestamp and offset deltas, key and value lengths
 # and header count, one byte each.
-MIN_RECORD_SIZE = 7
+MIN_RECORD_SIZE: Final = 7
 
 
 def check_records_count(h: BatchHeader, records_bytes: int) -> None:
@@ -497,10 +497,6 @@ def iter_records(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, int, bytes
 
 
 # --- transaction markers (Kafka's EndTransactionMarker and ControlRecordType) ----------------------
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-_CONTROL_KEY = struct.Struct(">hh")  # version 0, control type
-_END_TXN_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
 
 
 def build_end_txn_marker(
@@ -509,7 +505,7 @@ def build_end_txn_marker(
     """A COMMIT or ABORT control batch, as the transaction coordinator's WriteTxnMarkers has a
     partition leader append it: transactional and control, one record, no sequence."""
     key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
     batch = build_batch([(key, value)], timestamp)
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, ATTR_TRANSACTIONAL | ATTR_CONTROL)
     _I64.pack_into(batch, 43, producer_id)
@@ -527,9 +523,9 @@ def read_end_txn_marker(batch: bytes | bytearray, h: BatchHeader) -> tuple[bool,
         _version, kind = _CONTROL_KEY.unpack_from(key)
         if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
             return None
-        if value is None or len(value) < _END_TXN_VALUE.size:
+        if value is None or len(value) < _MARKER_VALUE.size:
             raise InvalidBatch(f"end transaction marker value of {len(value or b'')} bytes, needs 6")
-        version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+        version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
         if version < 0:
             raise InvalidBatch(f"end transaction marker version {version}")
         return kind == CONTROL_COMMIT, coordinator_epoch

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Final
 
 from kcoord.protocol.frames import MalformedRequest, read_uvarint, skip_tagged_fields
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_UUID = struct.Struct(">16s")
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_UUID: Final = struct.Struct(">16s")
 ZERO_UUID = bytes(16)
 
 

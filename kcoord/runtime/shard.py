@@ -23,7 +23,7 @@ import struct
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from kcoord.protocol import records as batches
 from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, TransactionMarker
@@ -161,7 +161,7 @@ class Write:
         self.marker = marker
 
 
-LOAD_PROGRESS_EVERY = 200_000  # records between two progress reports of a start-up replay
+LOAD_PROGRESS_EVERY: Final = 200_000  # records between two progress reports of a start-up replay
 
 
 Capture = tuple[int, int, dict[bytes, tuple[int, bytes | None]], list[Entry]]

@@ -24,7 +24,7 @@ import functools
 import struct
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -44,7 +44,7 @@ from kcoord.server.api_table import ApiSpec, ApiTable
 
 log = structlog.get_logger(__name__)
 
-_SIZE_CORR = struct.Struct(">ii")  # frame size, correlation id
+_SIZE_CORR: Final = struct.Struct(">ii")  # frame size, correlation id
 Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
 
 

@@ -25,7 +25,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import structlog
 
@@ -41,23 +41,23 @@ from kcoord.server.socket_metrics import ListenerStats
 
 log = structlog.get_logger(__name__)
 
-_SIZE = struct.Struct(">i")
-MAX_IN_FLIGHT = 512  # per connection, before reading pauses
+_SIZE: Final = struct.Struct(">i")
+MAX_IN_FLIGHT: Final = 512  # per connection, before reading pauses
 # Bytes of answers a connection may hold before the broker stops taking its next requests: those
 # written to a peer that does not read them, and those waiting behind an earlier answer. Without
 # it one client pipelining Fetches and reading nothing grew the broker to 2.7 GB (600 requests).
-MAX_HELD_ANSWER_BYTES = 16 << 20
-WRITE_CHUNK_BYTES = 256 << 10  # answers made in one pass go out in writes of about this size
+MAX_HELD_ANSWER_BYTES: Final = 16 << 20
+WRITE_CHUNK_BYTES: Final = 256 << 10  # answers made in one pass go out in writes of about this size
 # Bytes of requests one connection may hand over before it lets the others have their turn in the
 # loop's next pass. The event loop reads a ready socket until it is empty (libuv: up to 32 reads
 # of 256 KiB), and a client that is answered while it is read sends its next requests at once: at
 # 8 producers x 16 requests of 100 KiB, one connection was served for ~80 requests in a row while
 # the others waited (p50 2.5 ms, p90 80 ms).
-READ_TURN_BYTES = 512 << 10
+READ_TURN_BYTES: Final = 512 << 10
 # A frame at least this large is gathered into a buffer of its own size as its bytes arrive,
 # and handed to its handler as it is (Produce: the batch is stamped and written from it), instead
 # of being joined to the read buffer and then cut out of it.
-LARGE_FRAME_BYTES = 64 << 10
+LARGE_FRAME_BYTES: Final = 64 << 10
 
 
 def _frame_size(data: Frame | None) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from kcoord.groups.store import GroupNamespace, GroupsById
 from kcoord.protocol.fields import RecordFormatError
@@ -33,7 +33,7 @@ from kcoord.share.records import (
 )
 from kcoord.share.topics import TopicLookup
 
-GROUP_TYPE = "share"
+GROUP_TYPE: Final = "share"
 
 # (group id, topic id, partition) of a share-partition's records
 _ChainKey = tuple[str, uuid.UUID, int]

@@ -45,7 +45,7 @@ import ctypes
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 
@@ -364,15 +364,15 @@ def _run_callbacks(callbacks: list[DurableCallback], error: BaseException | None
             log.exception("flush callback failed")
 
 
-MAX_DEADLINE_MS = 2**31 - 1
+MAX_DEADLINE_MS: Final = 2**31 - 1
 
 # Two, not more: a round that overlaps a failed one must fail with it; with two in flight the
 # only round that can overlap another is the one right after it, which is the one that inherits
 # the failure (four in flight measured no faster).
-ROUNDS_IN_FLIGHT = 2
+ROUNDS_IN_FLIGHT: Final = 2
 
 # One syncfs costs about as much as two or three fdatasyncs (measured on this machine kind).
-SYNCFS_MIN_FILES = 3
+SYNCFS_MIN_FILES: Final = 3
 
 
 class _FilesystemSync:

@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -35,23 +36,23 @@ from kcoord.storage.txn_index import AbortedTxn
 log = structlog.get_logger(__name__)
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL_TIMESTAMP: Final = -4
+LATEST_TIERED_TIMESTAMP: Final = -5
 
 
-CLEANING_FILE = "cleaning.json"
+CLEANING_FILE: Final = "cleaning.json"
 # The log start offset DeleteRecords set (Kafka keeps it in log-start-offset-checkpoint, written
 # every minute; kcoord writes it, atomically and synced, before DeleteRecords answers).
-START_OFFSET_FILE = "log-start-offset"
+START_OFFSET_FILE: Final = "log-start-offset"
 # Replay reads logs in windows of this size: with one coordinator partition its log holds every
 # group's records, and reading whole segments (up to offsets.topic.segment.bytes) at once doubled
 # the broker's memory after loading 1 M records (67 -> 140 MB RSS).
 READ_WINDOW_BYTES = 4 << 20
 # flush.messages / flush.ms default (Kafka's Long.MAX_VALUE): the flush policy alone decides.
-FLUSH_NEVER = 9223372036854775807
+FLUSH_NEVER: Final = 9223372036854775807
 
 
 class OffsetOutOfRange(Exception):

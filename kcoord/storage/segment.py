@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -16,7 +17,7 @@ from kcoord.storage.txn_index import TransactionIndex
 
 log = structlog.get_logger(__name__)
 
-_SCAN_CHUNK = 1 << 20
+_SCAN_CHUNK: Final = 1 << 20
 
 
 def segment_name(base_offset: int) -> str:
