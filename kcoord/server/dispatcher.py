@@ -53,10 +53,18 @@ def _tagged(spec: ApiSpec, version: int) -> bool:
     return spec.key != ApiKey.ApiVersions and bool(spec.response_cls.flexible_version_q(version))
 
 
+def _error_code(answer: Any) -> int:
+    """An answer's own top-level error code: 0 when it has none (or per-partition codes only).
+
+    hasattr, not getattr with a default, here and in ``_framed``: compiled, getattr's default is
+    reached by raising and clearing an AttributeError (message formatted) for every answer
+    without the name, where hasattr looks it up without one."""
+    return answer.error_code if hasattr(answer, "error_code") else 0
+
+
 def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> Frame:
-    chunked = getattr(response, "encode_chunks", None)
-    if chunked is not None:
-        chunks = chunked(version)
+    if hasattr(response, "encode_chunks"):
+        chunks = response.encode_chunks(version)
         size = sum(len(c) for c in chunks)
         head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, correlation_id)
         return [head + b"\x00" if tagged else head, *chunks]
@@ -175,7 +183,7 @@ class Dispatcher:
             result.then(_Deferred(self, ctx, route, request, start, out))
             return out
         # An answer's own top-level error code (NONE when it has none, or per-partition codes only).
-        counter.answered(getattr(result, "error_code", 0), (perf_counter() - start) * 1000)
+        counter.answered(_error_code(result), (perf_counter() - start) * 1000)
         if result is None:
             return None
         return _framed(result, version, header.correlation_id, route.tagged)
@@ -253,7 +261,7 @@ class _Deferred:
         counter = route.counter
         out = self.out
         if error is None:
-            counter.answered(getattr(value, "error_code", 0), (perf_counter() - self.start) * 1000)
+            counter.answered(_error_code(value), (perf_counter() - self.start) * 1000)
             if value is None:
                 out.resolve(None)
                 return
