@@ -22,13 +22,23 @@ class MalformedRequest(ValueError):
     """The bytes cannot be a Kafka request; the connection is closed."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class RequestHeader:
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     body_offset: int  # where the header's fixed part and client id end
+
+    # One per request: written out, compiled, it is C; dataclass's generated __init__ is Python.
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None, body_offset: int
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset
 
 
 def parse_request_header(buf: memoryview) -> RequestHeader:

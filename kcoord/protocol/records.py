@@ -55,7 +55,7 @@ class InvalidBatch(ValueError):
         self.corrupt = corrupt
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class BatchHeader:
     position: int  # where the batch starts in the buffer it was read from
     base_offset: int
@@ -71,6 +71,40 @@ class BatchHeader:
     producer_epoch: int
     base_sequence: int
     records_count: int
+
+    # One per batch written or read: written out, compiled, it is C; dataclass's generated
+    # __init__ is Python.
+    def __init__(
+        self,
+        position: int,
+        base_offset: int,
+        batch_length: int,
+        partition_leader_epoch: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        last_offset_delta: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        records_count: int,
+    ) -> None:
+        self.position = position
+        self.base_offset = base_offset
+        self.batch_length = batch_length
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.records_count = records_count
 
     @property
     def size(self) -> int:
@@ -110,7 +144,12 @@ class BatchHeader:
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
-    return BatchHeader(pos, *_HEADER.unpack_from(buf, pos))
+    base, length, epoch, magic, crc, attributes, delta, base_ts, max_ts, pid, p_epoch, seq, count = (
+        _HEADER.unpack_from(buf, pos)
+    )
+    return BatchHeader(
+        pos, base, length, epoch, magic, crc, attributes, delta, base_ts, max_ts, pid, p_epoch, seq, count
+    )
 
 
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:

@@ -9,7 +9,7 @@ are durable (docs/architecture.md, principle 1: durable-then-respond).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 Record = tuple[Any, Any]  # (key, value); a value of None is a tombstone
@@ -30,19 +30,35 @@ class TransactionMarker:
     coordinator_epoch: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Outcome:
-    records: list[Record] = field(default_factory=list)
-    responses: list[tuple[Responder, Any]] = field(default_factory=list)
+    records: list[Record]
+    responses: list[tuple[Responder, Any]]
     # Set when the records are a producer's transactional writes (TxnOffsetCommit): they go into a
     # batch of their own carrying the producer, and count only once a marker commits them.
-    producer: Producer | None = None
+    producer: Producer | None
     # Written after the records: ends the producer's transaction in this partition.
-    marker: TransactionMarker | None = None
+    marker: TransactionMarker | None
     # What the operation does next on the state its records made, in the same run and the same
     # batch (a group converted to another type, then joined): records are only ever applied
     # through replay, so an operation that must see its own records continues here.
-    then: Callable[[Any, int], Outcome] | None = None
+    then: Callable[[Any, int], Outcome] | None
+
+    # One per operation: written out, compiled, it is C; dataclass's generated __init__ (with its
+    # default factories) is Python.
+    def __init__(
+        self,
+        records: list[Record] | None = None,
+        responses: list[tuple[Responder, Any]] | None = None,
+        producer: Producer | None = None,
+        marker: TransactionMarker | None = None,
+        then: Callable[[Any, int], Outcome] | None = None,
+    ) -> None:
+        self.records = [] if records is None else records
+        self.responses = [] if responses is None else responses
+        self.producer = producer
+        self.marker = marker
+        self.then = then
 
     def respond(self, responder: Responder | None, value: Any) -> None:
         if responder is not None:

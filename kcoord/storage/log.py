@@ -101,12 +101,21 @@ class LogConfig:
     preallocate: bool = True
 
 
-@dataclass
+@dataclass(init=False)
 class AppendInfo:
     first_offset: int
     last_offset: int
     log_append_time: int
     log_start_offset: int
+
+    # One per append: written out, compiled, it is C; dataclass's generated __init__ is Python.
+    def __init__(
+        self, first_offset: int, last_offset: int, log_append_time: int, log_start_offset: int
+    ) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
 
 
 class Log:
@@ -254,8 +263,12 @@ class Log:
         if self.closed:
             raise RuntimeError(f"log {self.directory} is closed")
         size = len(data)
-        incoming_ts = max(h.max_timestamp for h in headers)
-        last_offset = self.log_end_offset + sum(h.last_offset_delta for h in headers) + len(headers) - 1
+        # A loop, not max() and sum() over generators: compiled, each generator is an object.
+        incoming_ts = headers[0].max_timestamp
+        last_offset = self.log_end_offset - 1
+        for h in headers:
+            incoming_ts = max(incoming_ts, h.max_timestamp)
+            last_offset += h.last_offset_delta + 1
         if self._should_roll(size, incoming_ts, now_ms, last_offset):
             self.roll()
         first = offset = self.log_end_offset
