@@ -38,18 +38,18 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
 from kcoord.dataplane import compaction, compression
-from kcoord.dataplane.partitions import Partition
-from kcoord.dataplane.topic_config import LONG_MAX, effective
+from kcoord.dataplane.partitions import Partition, PartitionManager, Topic
+from kcoord.dataplane.topic_config import LONG_MAX
 from kcoord.protocol import records
 from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
-from kcoord.protocol.produce_codec import PartitionAnswer, ProduceAnswer
+from kcoord.protocol.produce_codec import PartitionAnswer, ProduceAnswer, ProduceRequest, TopicProduceData
 from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
 from kcoord.transaction.coordinator import verification_error
@@ -61,7 +61,14 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Parti
     return PartitionAnswer(index, code, error_message=message)
 
 
-def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
+def _topic_of(pm: PartitionManager, td: TopicProduceData) -> Topic | None:
+    """The topic a request names: by id from v13 (the decoder leaves the name None), else by name."""
+    if td.topic_id is not None:
+        return pm.get_by_id(td.topic_id)
+    return pm.get(td.name) if td.name is not None else None
+
+
+def handle(services: Services, ctx: RequestContext, req: ProduceRequest) -> ProduceAnswer | Reply | None:
     v = ctx.api_version
     acks = req.acks
     pm = services.partitions
@@ -78,7 +85,7 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     responses = []
     touched = []
     for td in req.topic_data:
-        topic = pm.get_by_id(td.topic_id) if v >= 13 else pm.get(td.name)
+        topic = _topic_of(pm, td)
         name = topic.name if topic is not None else td.name if v < 13 else None
         writable = name is None or topic_authorized(services, ctx, Op.WRITE, name)
         parts_out = []
@@ -152,7 +159,9 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
     return reply
 
 
-def _verify_transaction(services: Services, req: Any, version: int) -> dict[tuple[str, int], int] | None:
+def _verify_transaction(
+    services: Services, req: ProduceRequest, version: int
+) -> dict[tuple[str, int], int] | None:
     """Per (topic, partition) of a transactional request, the error that refuses it (0 when the
     partition is in the transaction); None for a request without a transactional id."""
     tid = req.transactional_id
@@ -162,7 +171,7 @@ def _verify_transaction(services: Services, req: Any, version: int) -> dict[tupl
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     errors: dict[tuple[str, int], int] = {}
     for td in req.topic_data:
-        topic = pm.get_by_id(td.topic_id) if version >= 13 else pm.get(td.name)
+        topic = _topic_of(pm, td)
         if topic is None:
             continue
         for pd in td.partition_data:
@@ -196,17 +205,13 @@ def append_records(
     """Validate and append one partition's records: (base offset, log append time, appended)."""
     if not raw:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
-    configs = part.topic.configs
-    cfg = services.config
+    rules = part.topic.append_rules(services.config)
     # Stamped in place: a request read whole into its own buffer is written to the log from it.
     data = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
-    if len(data) > int(effective("segment.bytes", configs, cfg)):
+    if len(data) > rules.segment_bytes:
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
-    max_batch = int(effective("max.message.bytes", configs, cfg))
-    log_append_time = effective("message.timestamp.type", configs, cfg) == "LogAppendTime"
-    after_max = int(effective("message.timestamp.after.max.ms", configs, cfg))
-    before_max = int(effective("message.timestamp.before.max.ms", configs, cfg))
-    compacted = compaction.is_compacted(configs, cfg)
+    max_batch = rules.max_message_bytes
+    compacted = rules.compacted
     try:
         headers = list(records.iter_headers(data))
         for h in headers:
@@ -240,12 +245,12 @@ def append_records(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {h.size} bytes is larger than max.message.bytes {max_batch}",
             )
-        if not log_append_time:
+        if not rules.log_append_time:
             try:
-                _check_timestamps(data, h, now, before_max, after_max)
+                _check_timestamps(data, h, now, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms)
             except InvalidBatch as e:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from e
-    codec = compression.topic_codec(configs, cfg)
+    codec = rules.codec
     if codec is not None:
         try:
             data, headers = compression.apply_topic_codec(data, headers, codec)
@@ -261,9 +266,9 @@ def append_records(
                     f"batch of {h.size} bytes after recompression is larger than max.message.bytes "
                     f"{max_batch}",
                 )
-        if len(data) > int(effective("segment.bytes", configs, cfg)):
+        if len(data) > rules.segment_bytes:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
-    return part.append_from_client(data, headers, now, log_append_time)
+    return part.append_from_client(data, headers, now, rules.log_append_time)
 
 
 class RecordErrors(KafkaError):
@@ -314,7 +319,7 @@ def _check_timestamps(
         )
 
 
-def error_response(req: Any, version: int, code: int, message: str | None) -> ProduceAnswer:
+def error_response(req: ProduceRequest, version: int, code: int, message: str | None) -> ProduceAnswer:
     if req.acks == 0:
         raise CloseConnection(f"acks=0 produce failed: {ErrorCode(code).name} {message or ''}")
     return ProduceAnswer(

@@ -35,6 +35,7 @@ import structlog
 from kcoord.clock import Clock
 from kcoord.config import BrokerConfig
 from kcoord.dataplane import compaction
+from kcoord.dataplane.append_rules import AppendRules
 from kcoord.dataplane.producer_state import CompletedTxn, ProducerEntry, ProducerStateTable
 from kcoord.dataplane.topic_config import effective, validate_topic_configs
 from kcoord.protocol import records
@@ -285,6 +286,14 @@ class Topic:
     configs: dict[str, str]
     internal: bool = False
     partitions: list[Partition] = field(default_factory=list)
+    _append_rules: AppendRules | None = field(default=None, repr=False, compare=False)
+
+    def append_rules(self, broker: BrokerConfig) -> AppendRules:
+        """The settings Produce checks, read again only when the topic's configs were replaced."""
+        rules = self._append_rules
+        if rules is None or rules.configs is not self.configs:
+            rules = self._append_rules = AppendRules(self.configs, broker)
+        return rules
 
 
 class PartitionManager:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
@@ -33,25 +33,38 @@ _I32: Final = struct.Struct(">i")
 _PART: Final = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _I64: Final = struct.Struct(">q")
 _ZERO_I32: Final = b"\x00\x00\x00\x00"
-_new = tuple.__new__
 
 
-class PartitionProduceData(NamedTuple):
-    index: int
-    records: memoryview | None  # a view of the request; writable when the request was read whole
+class PartitionProduceData:
+    __slots__ = ("index", "records")
+
+    def __init__(self, index: int, records: memoryview | None) -> None:
+        self.index = index
+        # A view of the request: writable when the request was read whole into its own buffer.
+        self.records = records
 
 
-class TopicProduceData(NamedTuple):
-    name: str | None  # None from v13
-    topic_id: uuid.UUID | None  # v13+
-    partition_data: list[PartitionProduceData]
+class TopicProduceData:
+    __slots__ = ("name", "partition_data", "topic_id")
+
+    def __init__(
+        self, name: str | None, topic_id: uuid.UUID | None, partition_data: list[PartitionProduceData]
+    ) -> None:
+        self.name = name  # None from v13
+        self.topic_id = topic_id  # v13+
+        self.partition_data = partition_data
 
 
-class ProduceRequest(NamedTuple):
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: list[TopicProduceData]
+class ProduceRequest:
+    __slots__ = ("acks", "timeout_ms", "topic_data", "transactional_id")
+
+    def __init__(
+        self, transactional_id: str | None, acks: int, timeout_ms: int, topic_data: list[TopicProduceData]
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = topic_data
 
 
 def decode_produce(buf: memoryview, pos: int, version: int) -> tuple[ProduceRequest, int]:
@@ -82,25 +95,45 @@ def decode_produce(buf: memoryview, pos: int, version: int) -> tuple[ProduceRequ
             records, pos = read_bytes(buf, pos + 4, flexible)
             if flexible:
                 pos = skip_tags(buf, pos)
-            parts.append(_new(PartitionProduceData, (index, records)))
+            parts.append(PartitionProduceData(index, records))
         if flexible:
             pos = skip_tags(buf, pos)
-        topics.append(_new(TopicProduceData, (name, topic_id, parts)))
+        topics.append(TopicProduceData(name, topic_id, parts))
     if flexible:
         pos = skip_tags(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("Produce request runs past its frame")
-    return _new(ProduceRequest, (transactional_id, acks, timeout_ms, topics)), pos
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics), pos
 
 
-class PartitionAnswer(NamedTuple):
-    index: int
-    error_code: int
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message): v8+
-    error_message: str | None = None  # v8+
+class PartitionAnswer:
+    __slots__ = (
+        "base_offset",
+        "error_code",
+        "error_message",
+        "index",
+        "log_append_time_ms",
+        "log_start_offset",
+        "record_errors",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        error_code: int,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+        record_errors: Sequence[tuple[int, str | None]] = (),
+        error_message: str | None = None,
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors  # (batch index, message): v8+
+        self.error_message = error_message  # v8+
 
 
 # (name or None, topic id or None, [PartitionAnswer])
