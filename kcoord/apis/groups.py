@@ -28,7 +28,6 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kcoord.apis.authorization import (
@@ -117,20 +116,11 @@ def join_op(
     it for its member on the classic protocol; an empty consumer group gives way to a classic
     group (its offsets stay); otherwise the classic group, created by a join without member id."""
 
-    def classic_join(store: GroupStore, now: int) -> Outcome:
-        groups = store.kind(ClassicGroups)
-        group = groups.get_or_create(gid, now) if join.member_id == "" else groups.get(gid)
-        if group is None:
-            out = Outcome()
-            out.respond(respond, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, join.member_id))
-            return out
-        return group.join(join, respond, now)
-
     def op(store: GroupStore, now: int) -> Outcome:
         consumer = store.kind(ConsumerGroups)
         group = consumer.get(gid)
         if group is None:
-            return classic_join(store, now)
+            return _classic_join(store, now, gid, join, respond)
         refused = None
         if not session_bounds[0] <= join.session_timeout_ms <= session_bounds[1]:
             refused = ErrorCode.INVALID_SESSION_TIMEOUT
@@ -142,7 +132,7 @@ def join_op(
                 refused = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
             else:
                 out = consumer.give_way(gid)
-                out.then = classic_join
+                out.then = _classic_join_op(gid, join, respond)
                 return out
         if refused is not None:
             out = Outcome()
@@ -151,6 +141,22 @@ def join_op(
         return consumer.classic_join(gid, join, respond, now)
 
     return op
+
+
+# A closure made apart from join_op's: compiled, one that op's scope held would be a reference
+# cycle per JoinGroup (docs/architecture.md).
+def _classic_join_op(gid: str, join: JoinRequest, respond: Responder) -> Operation[GroupStore]:
+    return lambda store, now: _classic_join(store, now, gid, join, respond)
+
+
+def _classic_join(store: GroupStore, now: int, gid: str, join: JoinRequest, respond: Responder) -> Outcome:
+    groups = store.kind(ClassicGroups)
+    group = groups.get_or_create(gid, now) if join.member_id == "" else groups.get(gid)
+    if group is None:
+        out = Outcome()
+        out.respond(respond, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, join.member_id))
+        return out
+    return group.join(join, respond, now)
 
 
 def join_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
@@ -204,14 +210,27 @@ def counting_completed_rebalance(
     return counted
 
 
-@dataclass(frozen=True)
 class SyncRequest:
-    member_id: str
-    instance_id: str | None
-    generation: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: dict[str, bytes]
+    """What sync_op needs of a SyncGroup (one per member and rebalance: a plain class, which
+    compiled is built in C, where a frozen dataclass's __init__ is Python)."""
+
+    __slots__ = ("assignments", "generation", "instance_id", "member_id", "protocol_name", "protocol_type")
+
+    def __init__(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> None:
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.generation = generation
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = assignments
 
 
 def sync_op(gid: str, sync: SyncRequest, respond: Responder) -> Operation[GroupStore]:
@@ -300,7 +319,7 @@ def heartbeat_error_response(req: Any, version: int, code: int, message: str | N
 
 
 # --- LeaveGroup --------------------------------------------------------------------------------
-_LResp = response_class(ApiKey.LeaveGroup)
+_LResp: Any = response_class(ApiKey.LeaveGroup)  # kafka-python's generated class
 
 
 def handle_leave(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -358,7 +377,7 @@ def leave_error_response(req: Any, version: int, code: int, message: str | None)
 
 
 # --- DescribeGroups ----------------------------------------------------------------------------
-_DResp = response_class(ApiKey.DescribeGroups)
+_DResp: Any = response_class(ApiKey.DescribeGroups)  # kafka-python's generated class
 _Described = _DResp.DescribedGroup
 _DMember = _Described.DescribedGroupMember
 
@@ -443,7 +462,7 @@ def describe_error_response(req: Any, version: int, code: int, message: str | No
 
 
 # --- ListGroups --------------------------------------------------------------------------------
-_LGResp = response_class(ApiKey.ListGroups)
+_LGResp: Any = response_class(ApiKey.ListGroups)  # kafka-python's generated class
 
 
 def handle_list(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -500,7 +519,7 @@ def list_error_response(req: Any, version: int, code: int, message: str | None) 
 
 
 # --- DeleteGroups ------------------------------------------------------------------------------
-_DGResp = response_class(ApiKey.DeleteGroups)
+_DGResp: Any = response_class(ApiKey.DeleteGroups)  # kafka-python's generated class
 
 
 def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
@@ -525,10 +544,12 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
         if not group_authorized(services, ctx, Op.DELETE, gid):
             respond(ErrorCode.GROUP_AUTHORIZATION_FAILED)
             continue
-        services.groups.tell(
-            gid, lambda store, now, gid=gid, respond=respond: _delete_group(store, gid, now, respond)
-        )
+        services.groups.tell(gid, _delete_op(gid, respond))
     return reply
+
+
+def _delete_op(group_id: str, respond: Responder) -> Operation[GroupStore]:
+    return lambda store, now: _delete_group(store, group_id, now, respond)
 
 
 def _delete_group(store: GroupStore, group_id: str, now: int, respond: Responder) -> Outcome:

@@ -34,9 +34,22 @@ class JoinResult:
     skip_assignment: bool = False
 
 
-@dataclass
+@dataclass(init=False)
 class SyncResult:
     error: int
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
+    assignment: bytes
+    protocol_type: str | None
+    protocol_name: str | None
+
+    # One per member and rebalance: written out, compiled, it is C; dataclass's is Python.
+    def __init__(
+        self,
+        error: int,
+        assignment: bytes = b"",
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> None:
+        self.error = error
+        self.assignment = assignment
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
