@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness import track_broker
-from tests.integration.test_java import classpath
+from tests.integration.test_java import classpath, probe_command
 from tests.secure_broker import CLIENT_DN, USERS, SecureBroker, make_secure_broker
 
 pytestmark = pytest.mark.java
-
-JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +40,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
 
 def probe(java: str, *args: str) -> str:
     proc = subprocess.run(
-        [java, "-cp", classpath("4.3.0"), str(JAVA_DIR / "AuthProbe.java"), *args],
+        [*probe_command(java, classpath("4.3.0"), "AuthProbe.java"), *args],
         capture_output=True,
         text=True,
         timeout=240,
@@ -137,10 +135,7 @@ def test_spark_connector_pattern_over_sasl_ssl(
     track_broker(request, secure.broker)
     proc = subprocess.run(
         [
-            java,
-            "-cp",
-            classpath(version),
-            str(JAVA_DIR / "SparkConnectorProbe.java"),
+            *probe_command(java, classpath(version), "SparkConnectorProbe.java"),
             secure.bootstrap("SASL_SSL"),
             f"spark-sasl-{version}",
             *sasl_ssl(secure, USERS["alice"]),

@@ -7,8 +7,11 @@ starting Java is slow; it exits non-zero at the first failed check and prints PR
 
 from __future__ import annotations
 
+import atexit
+import functools
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,9 +44,33 @@ def classpath(version: str) -> str:
     return cp
 
 
+@functools.cache
+def _compiled(cp: str, probe: str) -> str:
+    out = tempfile.mkdtemp(prefix=f"kcoord-{Path(probe).stem}-")
+    atexit.register(shutil.rmtree, out, True)
+    proc = subprocess.run(
+        ["javac", "-nowarn", "-d", out, "-cp", cp, str(JAVA_DIR / probe)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"javac {probe} failed:\n{proc.stdout}{proc.stderr}"
+    return out
+
+
+def probe_command(java: str, cp: str, probe: str) -> list[str]:
+    """The command line that runs ``probe`` (a file in tests/java/) on classpath ``cp``. Java's
+    source-file mode compiles the probe again at each start (1.5-3 s of CPU on a busy machine);
+    instead it is compiled once per classpath and test run, which the same source on the same
+    jars makes the same program."""
+    if shutil.which("javac") is None:
+        return [java, "-cp", cp, str(JAVA_DIR / probe)]
+    return [java, "-cp", f"{cp}:{_compiled(cp, probe)}", Path(probe).stem]
+
+
 def run_probe(java: str, cp: str, probe: str, *args: str, timeout: float = 240) -> str:
     proc = subprocess.run(
-        [java, "-cp", cp, str(JAVA_DIR / probe), *args], capture_output=True, text=True, timeout=timeout
+        [*probe_command(java, cp, probe), *args], capture_output=True, text=True, timeout=timeout
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "PROBE OK" in proc.stdout, f"{probe} failed:\n{output[-8000:]}"

@@ -20,6 +20,7 @@ import pytest
 
 from kcoord.protocol.records import iter_headers
 from tests.harness import BrokerFactory
+from tests.integration.test_java import probe_command
 from tests.wire import ApiKey
 
 pytestmark = pytest.mark.java
@@ -55,10 +56,7 @@ def test_spark_connector_call_sequences(java: str, broker_factory: BrokerFactory
     prefix = f"spark-{version}-{uuid.uuid4().hex[:8]}"
     proc = subprocess.run(
         [
-            java,
-            "-cp",
-            classpath(version),
-            str(JAVA_DIR / PROBE),
+            *probe_command(java, classpath(version), PROBE),
             broker.bootstrap,
             prefix,
             "expect-group-expiry",
