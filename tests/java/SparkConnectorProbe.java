@@ -186,6 +186,10 @@ public class SparkConnectorProbe {
         p.put("enable.auto.commit", "false");
         p.put("receive.buffer.bytes", "65536");
         p.put("isolation.level", iso.toString().toLowerCase());
+        // As a user's kafka.fetch.max.wait.ms: after its last poll a consumer has a fetch in
+        // flight at the end of the range, which the broker holds this long on a drained partition,
+        // and close() waits for it; the default 500 ms would be paid for each of ~15 executors.
+        p.put("fetch.max.wait.ms", "100");
         return p;
     }
 
@@ -305,7 +309,9 @@ public class SparkConnectorProbe {
         while (offset < until) {
             check(System.currentTimeMillis() < deadline, "timed out reading " + tp + " at " + offset + " < " + until);
             c.seek(tp, offset);
-            ConsumerRecords<byte[], byte[]> polled = c.poll(Duration.ofMillis(512));
+            // A poll after which only markers or aborted records were left in the range returns
+            // nothing and waits all of its timeout: short, as the loop goes on until the deadline.
+            ConsumerRecords<byte[], byte[]> polled = c.poll(Duration.ofMillis(100));
             List<ConsumerRecord<byte[], byte[]>> recs = polled.records(tp);
             long offsetAfterPoll = c.position(tp);
             for (ConsumerRecord<byte[], byte[]> r : recs) {
