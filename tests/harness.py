@@ -237,6 +237,51 @@ def wait_assigned(consumer: Any, n: int) -> None:
     assert len(consumer.assignment()) == n
 
 
+def read_to_end(
+    bootstrap: str, partitions: list[tuple[str, int]], isolation: str, idle_s: float, timeout_s: float = 60
+) -> list[Any]:
+    """Every record a kafka-python consumer at ``isolation`` gets from the start of ``partitions``
+    (a list of ``ConsumerRecord``, in no particular order across partitions).
+
+    It reads up to the end offsets (the last stable offset at read_committed) and stops there if
+    nothing more can become visible: at read_uncommitted, or when the last stable offset is the
+    high watermark (no transaction open and none with markers still to come). Otherwise, as a
+    transaction committed just before may have its markers on their way, it goes on until the
+    end has not moved for ``idle_s``, as an iterating consumer with ``consumer_timeout_ms``
+    would, without paying that wait when the log is settled."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    host, port = bootstrap.rsplit(":", 1)
+    tps = [TopicPartition(t, p) for t, p in partitions]
+    level = 1 if isolation == "read_committed" else 0
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level=isolation,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    out: list[Any] = []
+    try:
+        consumer.assign(tps)
+        with Conn(host, int(port)) as c:
+            last_end: dict[Any, int] | None = None
+            moved = time.monotonic()
+            deadline = moved + timeout_s
+            while True:
+                end = {tp: c.list_offsets(tp.topic, tp.partition, -1, isolation=level).offset for tp in tps}
+                hw = {tp: c.list_offsets(tp.topic, tp.partition, -1).offset for tp in tps}
+                if end != last_end:
+                    last_end, moved = end, time.monotonic()
+                settled = end == hw or time.monotonic() - moved >= idle_s
+                if settled and all(consumer.position(tp) >= end[tp] for tp in tps):
+                    return out
+                assert time.monotonic() < deadline, f"read {len(out)} records, not at {end} in {timeout_s}s"
+                for recs in consumer.poll(timeout_ms=100).values():
+                    out.extend(recs)
+    finally:
+        consumer.close()
+
+
 def socket_server_metrics(http_port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """The socket-server-metrics samples of /metrics, as Prometheus parses them."""
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:

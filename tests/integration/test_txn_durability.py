@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer, TopicPartition
 from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.structs import OffsetAndMetadata
 
@@ -35,7 +35,7 @@ from kcoord.storage.log import Log, LogConfig
 from kcoord.transaction.metadata import TransactionMetadata, TransactionState
 from kcoord.transaction.records import TransactionLogKey, decode_record, encode_record
 from tests.group_client import fetch_all
-from tests.harness import BrokerFactory, BrokerProcess
+from tests.harness import BrokerFactory, BrokerProcess, read_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -63,18 +63,7 @@ def producer(b: BrokerProcess, tid: str) -> KafkaProducer:
 def read_committed(b: BrokerProcess, partitions: list[tuple[str, int]]) -> list[str]:
     """Every record a read_committed consumer gets from the start of ``partitions``, up to the
     last stable offset."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=b.bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=2000,
-    )
-    try:
-        consumer.assign([TopicPartition(t, p) for t, p in partitions])
-        return [m.value.decode() for m in consumer]
-    finally:
-        consumer.close()
+    return [m.value.decode() for m in read_to_end(b.bootstrap, partitions, "read_committed", idle_s=2.0)]
 
 
 def describe(b: BrokerProcess, tid: str) -> Any:
