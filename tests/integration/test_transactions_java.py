@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
-from tests.harness import BrokerProcess, shared_broker
+from tests.harness import BrokerProcess, read_to_end, shared_broker
 from tests.integration.consumer_groups import consumer_group_flags
 from tests.integration.group_probe import JAVA_DIR, JavaProbe
 from tests.integration.test_java import classpath, run_probe
@@ -87,18 +86,7 @@ INPUTS_PER_PARTITION = 150
 
 
 def read_values(bootstrap: str, topic: str, isolation: str) -> list[str]:
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level=isolation,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=3000,
-    )
-    try:
-        consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
-        return [m.value.decode() for m in consumer]
-    finally:
-        consumer.close()
+    return [m.value.decode() for m in read_to_end(bootstrap, [(topic, 0), (topic, 1)], isolation, idle_s=3.0)]
 
 
 def committed(c: Conn, group: str, topic: str, partitions: int) -> dict[int, int]:
