@@ -83,6 +83,13 @@ def quix_path() -> Path:
 
 
 KEYS = [f"k{i}" for i in range(5)]
+QUIX_BROKER_ARGS = [
+    "--log-roll-ms", "200",
+    "--log-cleaner-min-cleanable-ratio", "0.01",
+    # The application is the group's only member: the initial rebalance delay (3 s, paid at
+    # each of its two starts) would only wait for joiners that never come.
+    "--group-initial-rebalance-delay-ms", "0",
+]  # fmt: skip
 
 
 def produce(broker: BrokerProcess, topic: str, per_key: int) -> None:
@@ -117,9 +124,7 @@ def run_counter(
 def test_quixstreams_state_recovers_from_compacted_changelog(
     broker_factory: BrokerFactory, tmp_path: Path, guarantee: str, quix_path: Path
 ) -> None:
-    broker = broker_factory(
-        [*CLEANER_ARGS, "--log-roll-ms", "200", "--log-cleaner-min-cleanable-ratio", "0.01"]
-    )
+    broker = broker_factory([*CLEANER_ARGS, *QUIX_BROKER_ARGS])
     broker.create_topic("words", partitions=2)
 
     produce(broker, "words", per_key=10)
