@@ -23,7 +23,7 @@ from kafka import TopicPartition as KTopicPartition
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.structs import OffsetAndMetadata
 
-from tests.harness import BrokerProcess, shared_broker
+from tests.harness import BrokerProcess, read_to_end, shared_broker
 from tests.wire import ApiKey, build_batch
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -54,21 +54,10 @@ def topics(xbroker: BrokerProcess) -> Iterator[tuple[str, str]]:
 
 def read(bootstrap: str, topic: str, isolation: str) -> dict[int, list[str]]:
     """Every value of the topic's two partitions at the isolation level, per partition."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level=isolation,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=1500,
-    )
-    try:
-        consumer.assign([KTopicPartition(topic, p) for p in (0, 1)])
-        out: dict[int, list[str]] = {0: [], 1: []}
-        for m in consumer:
-            out[m.partition].append(m.value.decode())
-        return out
-    finally:
-        consumer.close()
+    out: dict[int, list[str]] = {0: [], 1: []}
+    for m in read_to_end(bootstrap, [(topic, 0), (topic, 1)], isolation, idle_s=1.5):
+        out[m.partition].append(m.value.decode())
+    return out
 
 
 def committed(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:
