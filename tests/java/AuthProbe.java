@@ -118,6 +118,9 @@ public class AuthProbe {
         cp.put("group.id", topic);
         cp.put("auto.offset.reset", "earliest");
         cp.put("enable.auto.commit", "false");
+        // close() waits for the fetch left in flight after the last poll, which the broker holds
+        // this long on a drained partition (500 ms by default).
+        cp.put("fetch.max.wait.ms", "100");
         cp.put("key.deserializer", StringDeserializer.class.getName());
         cp.put("value.deserializer", StringDeserializer.class.getName());
         List<String> got = new ArrayList<>();
