@@ -45,7 +45,7 @@ def classpath(version: str) -> str:
 
 
 @functools.cache
-def _compiled(cp: str, probe: str) -> str:
+def compile_probe(cp: str, probe: str) -> str:
     out = tempfile.mkdtemp(prefix=f"kcoord-{Path(probe).stem}-")
     atexit.register(shutil.rmtree, out, True)
     proc = subprocess.run(
@@ -65,7 +65,7 @@ def probe_command(java: str, cp: str, probe: str) -> list[str]:
     jars makes the same program."""
     if shutil.which("javac") is None:
         return [java, "-cp", cp, str(JAVA_DIR / probe)]
-    return [java, "-cp", f"{cp}:{_compiled(cp, probe)}", Path(probe).stem]
+    return [java, "-cp", f"{cp}:{compile_probe(cp, probe)}", Path(probe).stem]
 
 
 def run_probe(java: str, cp: str, probe: str, *args: str, timeout: float = 240) -> str:

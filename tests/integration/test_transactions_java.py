@@ -15,7 +15,6 @@ through tests/java/TxnProbe.java:
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,8 +25,8 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from tests.harness import BrokerProcess, read_to_end, shared_broker
 from tests.integration.consumer_groups import consumer_group_flags
-from tests.integration.group_probe import JAVA_DIR, JavaProbe
-from tests.integration.test_java import classpath, run_probe
+from tests.integration.group_probe import JavaProbe
+from tests.integration.test_java import classpath, compile_probe, run_probe
 from tests.wire import ApiKey, Conn, build_batch
 
 pytestmark = pytest.mark.java
@@ -39,19 +38,14 @@ _tbroker_started, tbroker = shared_broker("tbroker", TXN_FLAGS)
 
 
 @pytest.fixture(scope="module")
-def txn_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+def txn_classpath() -> str:
     """TxnProbe compiled once against kafka-clients 4.3 (a JVM start in source mode compiles
-    it again, which the kill-and-restart test would pay twice)."""
+    it again, which the kill-and-restart test would pay twice); test_transaction_flow[4.3.0]
+    runs the same build."""
+    cp = classpath("4.3.0")
     try:
-        cp = classpath("4.3.0")
-        out = tmp_path_factory.mktemp("txn-probe")
-        subprocess.run(
-            ["javac", "-d", str(out), "-cp", cp, str(JAVA_DIR / "TxnProbe.java")],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-    except (FileNotFoundError, subprocess.CalledProcessError) as e:
+        out = compile_probe(cp, "TxnProbe.java")
+    except (FileNotFoundError, AssertionError) as e:
         pytest.skip(f"Java transaction probe unavailable: {e}")
     return f"{cp}:{out}"
 
