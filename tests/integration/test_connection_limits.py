@@ -151,3 +151,25 @@ def test_a_slow_sender_holds_only_its_own_connection(broker_factory: BrokerFacto
     slow.settimeout(5)
     assert len(slow.recv(65536)) > 4  # and it is answered once its frame is whole
     slow.close()
+
+
+def test_size_prefixes_alone_make_the_broker_allocate_nothing(broker_factory: BrokerFactory) -> None:
+    """A large frame gets a buffer of its own size only once half of it has arrived
+    (server.py's _keep): twenty connections that each announce a 100 MB request and send 1 KB of
+    it must not make the broker allocate (and zero) 2 GB for bytes nobody has sent."""
+    broker = broker_factory([])
+    assert broker.proc is not None
+    before = rss_mb(broker.proc.pid)
+    announced = 100_000_000  # under socket.request.max.bytes (104857600)
+    senders = []
+    for _ in range(20):
+        s = socket.create_connection(host_port(broker))
+        s.sendall(struct.pack(">i", announced) + request_header(ApiKey.Produce, 9, 1) + bytes(1000))
+        senders.append(s)
+    time.sleep(1)
+    other = served(broker)  # the broker still serves others meanwhile
+    other.close()
+    grown = rss_mb(broker.proc.pid) - before
+    for s in senders:
+        s.close()
+    assert grown < 100, f"broker grew {grown} MB for 20 size prefixes of {announced} bytes"
