@@ -490,6 +490,24 @@ def _topic_id(services: Services, name: str) -> Any:
 
 
 def fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
+    if version < 2:
+        # v0-v1 have no top-level error code: as Kafka's OffsetFetchRequest.getErrorResponse, every
+        # partition asked for carries the error (an empty answer would read as "nothing committed").
+        topic = _FResp.OffsetFetchResponseTopic
+        part = topic.OffsetFetchResponsePartition
+        return _FResp(
+            throttle_time_ms=0,
+            topics=[
+                topic(
+                    name=t.name,
+                    partitions=[
+                        part(partition_index=p, committed_offset=-1, metadata="", error_code=code)
+                        for p in t.partition_indexes
+                    ],
+                )
+                for t in req.topics or []
+            ],
+        )
     if version < 8:
         return _FResp(throttle_time_ms=0, error_code=code, topics=[])
     return _FResp(

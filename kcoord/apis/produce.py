@@ -38,7 +38,7 @@ Behaviour / version notes:
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
@@ -319,7 +319,9 @@ def _check_timestamps(
         )
 
 
-def error_response(req: ProduceRequest, version: int, code: int, message: str | None) -> ProduceAnswer:
+# ``req`` is Any: below v3 (no longer served) the dispatcher decodes it with kafka-python's schema to
+# answer UNSUPPORTED_VERSION, so it is not always produce_codec's ProduceRequest.
+def error_response(req: Any, version: int, code: int, message: str | None) -> ProduceAnswer:
     if req.acks == 0:
         raise CloseConnection(f"acks=0 produce failed: {ErrorCode(code).name} {message or ''}")
     return ProduceAnswer(

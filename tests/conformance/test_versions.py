@@ -286,3 +286,51 @@ def test_create_and_delete_topics(broker: BrokerProcess, unique_topic: str, vers
         )
         assert resp.responses[0].error_code == 0
         assert metadata(c, 9, [unique_topic]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# Versions kafka-python's schemas know but kcoord no longer serves (Kafka 4 removed them, KIP-896):
+# answered UNSUPPORTED_VERSION through each API's error answer, the connection kept.
+@pytest.mark.parametrize("version", [0, 2])
+def test_produce_below_v3_is_unsupported(broker: BrokerProcess, unique_topic: str, version: int) -> None:
+    req = request_class(ApiKey.Produce)
+    td = req.TopicProduceData(
+        name=unique_topic,
+        partition_data=[req.TopicProduceData.PartitionProduceData(index=0, records=build_batch(count=1))],
+    )
+    with broker.connect() as c:
+        resp = c.request(ApiKey.Produce, version, acks=-1, timeout_ms=5000, topic_data=[td])
+        (t,) = resp.responses
+        assert [p.error_code for p in t.partition_responses] == [ErrorCode.UNSUPPORTED_VERSION]
+        assert c.api_versions().error_code == 0
+
+
+def test_offset_commit_and_fetch_below_their_served_versions_are_unsupported(broker: BrokerProcess) -> None:
+    commit = request_class(ApiKey.OffsetCommit)
+    fetch = request_class(ApiKey.OffsetFetch)
+    with broker.connect() as c:
+        resp = c.request(
+            ApiKey.OffsetCommit,
+            1,
+            group_id="g-v1",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                commit.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=[
+                        commit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=5, commit_timestamp=-1, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        )
+        assert [p.error_code for t in resp.topics for p in t.partitions] == [ErrorCode.UNSUPPORTED_VERSION]
+        resp = c.request(
+            ApiKey.OffsetFetch,
+            0,
+            group_id="g-v0",
+            topics=[fetch.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+        )
+        assert [p.error_code for t in resp.topics for p in t.partitions] == [ErrorCode.UNSUPPORTED_VERSION]
+        assert c.api_versions().error_code == 0
