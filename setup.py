@@ -1,7 +1,8 @@
 """kcoord is pure Python; its request path is also compiled to C with mypyc when it can be.
 
-The modules below are what every commit, offset fetch and produce request runs through (issue
-15: a third fewer instructions per request, half again as many pipelined commits per second).
+The modules below are what every commit, offset fetch, produce request and classic rebalance runs
+through (issue 15: stop 25's build cut a third of the instructions per request, stop 26's list and
+habits another fifth).
 The build is optional: without mypy or a C compiler, or with ``KCOORD_PURE_BUILD=1``, kcoord
 installs as the same modules in pure Python, and ``kcoord/__init__.py`` falls back to them at
 import time whenever the compiled ones are missing or older than their sources.
