@@ -449,6 +449,14 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
 
         def build_old(result: Any) -> Any:
             error, data = result
+            if error and v < 2:
+                # v1 has no top-level error code: every partition asked for carries it (Kafka's
+                # OffsetFetchResponse before v2); an empty answer would read as nothing committed.
+                code: int = error
+                spread: list[FetchTopic] = [
+                    (t, None, [(p, -1, -1, "", code) for p in parts]) for t, parts in wanted.topics or []
+                ]
+                return OffsetFetchAnswer(spread, error)
             return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
 
         reply, respond = reply_with(build_old)

@@ -172,6 +172,13 @@ def test_group_apis(held: BrokerProcess) -> None:
             require_stable=False,
         )
         assert fetched.error_code == E.GROUP_AUTHORIZATION_FAILED
+        # v1 has no top-level error code: the partitions asked for carry it.
+        asked = request_class(ApiKey.OffsetFetch).OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])
+        fetched = c.request(ApiKey.OffsetFetch, 1, group_id="g-no", topics=[asked])
+        assert [(t.name, p.partition_index, p.error_code) for t in fetched.topics for p in t.partitions] == [
+            ("t", 0, E.GROUP_AUTHORIZATION_FAILED),
+            ("t", 1, E.GROUP_AUTHORIZATION_FAILED),
+        ]
         groups = c.request(
             ApiKey.DescribeGroups, 5, groups=["g-ok", "g-no"], include_authorized_operations=True
         )
