@@ -426,6 +426,13 @@ UNSTABLE = object()  # a partition whose offset a transaction that has not ended
 DENIED = object()  # a partition of a topic the principal may not describe
 
 
+def _error_on_each_partition(asked: list[tuple[str, list[int]]], code: int) -> list[FetchTopic]:
+    """A group-level error in OffsetFetch v0-v1, which have no top-level error code: every partition
+    asked for carries it, as Kafka's OffsetFetchResponse before v2 (an empty answer would read as
+    nothing committed)."""
+    return [(name, None, [(p, -1, -1, "", code) for p in parts]) for name, parts in asked]
+
+
 def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
     return [
         (p, -1, -1, "", 0)
@@ -450,13 +457,7 @@ def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
         def build_old(result: Any) -> Any:
             error, data = result
             if error and v < 2:
-                # v1 has no top-level error code: every partition asked for carries it (Kafka's
-                # OffsetFetchResponse before v2); an empty answer would read as nothing committed.
-                code: int = error
-                spread: list[FetchTopic] = [
-                    (t, None, [(p, -1, -1, "", code) for p in parts]) for t, parts in wanted.topics or []
-                ]
-                return OffsetFetchAnswer(spread, error)
+                return OffsetFetchAnswer(_error_on_each_partition(wanted.topics or [], error), error)
             return OffsetFetchAnswer([(t, None, _fetched_partitions(parts)) for t, parts in data], error)
 
         reply, respond = reply_with(build_old)
@@ -499,23 +500,8 @@ def _topic_id(services: Services, name: str) -> Any:
 
 def fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     if version < 2:
-        # v0-v1 have no top-level error code: as Kafka's OffsetFetchRequest.getErrorResponse, every
-        # partition asked for carries the error (an empty answer would read as "nothing committed").
-        topic = _FResp.OffsetFetchResponseTopic
-        part = topic.OffsetFetchResponsePartition
-        return _FResp(
-            throttle_time_ms=0,
-            topics=[
-                topic(
-                    name=t.name,
-                    partitions=[
-                        part(partition_index=p, committed_offset=-1, metadata="", error_code=code)
-                        for p in t.partition_indexes
-                    ],
-                )
-                for t in req.topics or []
-            ],
-        )
+        asked = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
+        return OffsetFetchAnswer(_error_on_each_partition(asked, code), code)
     if version < 8:
         return _FResp(throttle_time_ms=0, error_code=code, topics=[])
     return _FResp(
