@@ -12,7 +12,6 @@ increment on an object it looked up once per (API, version), not a dictionary wa
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -123,8 +122,10 @@ class Metrics:
 
 # Upper bounds (ms) of the TotalTimeMs histogram's buckets: sub-millisecond answers from memory up
 # to long polls (Fetch and ShareFetch wait up to their max wait, 500 ms by default, often more).
-REQUEST_TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
-                           5000.0, 10000.0, 30000.0)  # fmt: skip
+REQUEST_TIME_BUCKETS_MS: Final[tuple[float, ...]] = (
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0
+)  # fmt: skip
+_BUCKETS: Final = len(REQUEST_TIME_BUCKETS_MS)
 
 
 class RequestTime:
@@ -133,12 +134,18 @@ class RequestTime:
     __slots__ = ("buckets", "count", "sum_ms")
 
     def __init__(self) -> None:
-        self.buckets = [0] * (len(REQUEST_TIME_BUCKETS_MS) + 1)  # the last one is +Inf
+        self.buckets = [0] * (_BUCKETS + 1)  # the last one is +Inf
         self.count = 0
         self.sum_ms = 0.0
 
     def record(self, ms: float) -> None:
-        self.buckets[bisect_left(REQUEST_TIME_BUCKETS_MS, ms)] += 1
+        # The first bucket whose bound is >= ms (bisect_left), counted from the fast end: nearly
+        # every answer is in the first few, and compiled this loop is C float compares, where
+        # bisect is a Python call comparing objects.
+        i = 0
+        while i < _BUCKETS and REQUEST_TIME_BUCKETS_MS[i] < ms:
+            i += 1
+        self.buckets[i] += 1
         self.count += 1
         self.sum_ms += ms
 
@@ -146,17 +153,26 @@ class RequestTime:
 class RequestCounter:
     """RequestsPerSec of one API at one version, and ErrorsPerSec by error code."""
 
-    __slots__ = ("count", "errors", "time")
+    __slots__ = ("count", "failed", "ok", "time")
 
     def __init__(self, time: RequestTime) -> None:
         self.count = 0
-        self.errors: dict[int, int] = {}  # error code -> answers
+        self.ok = 0  # answers with error code NONE: a C counter, not a dict entry, per answer
+        self.failed: dict[int, int] = {}  # other error code -> answers
         self.time = time
 
     def answered(self, error_code: int, ms: float) -> None:
-        errors = self.errors
-        errors[error_code] = errors.get(error_code, 0) + 1
+        if error_code == 0:
+            self.ok += 1
+        else:
+            failed = self.failed
+            failed[error_code] = failed.get(error_code, 0) + 1
         self.time.record(ms)
+
+    @property
+    def errors(self) -> dict[int, int]:
+        """Answers by error code, NONE (0) included once any was answered."""
+        return ({0: self.ok} if self.ok else {}) | self.failed
 
 
 class RequestMetrics:
