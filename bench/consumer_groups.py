@@ -240,9 +240,9 @@ def check_codec() -> None:
         (size,) = _I32.unpack_from(frame, 0)
         if size != len(frame) - 4:
             raise SystemExit(f"hand codec: frame size {size} != {len(frame) - 4}")
-        mv = memoryview(frame)[4:]
-        hdr = parse_request_header(mv)
-        pos = skip_tagged_fields(mv, hdr.body_offset)
+        body = bytes(frame[4:])
+        hdr = parse_request_header(body)
+        pos = skip_tagged_fields(body, hdr.body_offset)
         if (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) != (
             HEARTBEAT,
             HB_VERSION,
@@ -250,7 +250,7 @@ def check_codec() -> None:
             CLIENT_ID.decode(),
         ):
             raise SystemExit(f"hand codec: request header {hdr}")
-        got = req_cls.decode(mv[pos:], version=HB_VERSION)
+        got = req_cls.decode(body[pos:], version=HB_VERSION)
         owned = case.get("owned")
         want = {
             "group_id": GROUP,
@@ -276,7 +276,7 @@ def check_codec() -> None:
             fields["topic_partitions"] = [
                 req_cls.TopicPartitions(topic_id=t, partitions=ps) for t, ps in want["topic_partitions"]
             ]
-        if bytes(req_cls(**fields).encode(version=HB_VERSION)) != bytes(mv[pos:]):
+        if bytes(req_cls(**fields).encode(version=HB_VERSION)) != body[pos:]:
             raise SystemExit(f"hand codec: request case {i}: kcoord's codec encodes other bytes")
     tps = resp_cls.Assignment.TopicPartitions
     answers = [
@@ -322,7 +322,7 @@ def codec_call(port: int, api_key: int, name: str, version: int, timeout: float 
         frame = common._recv_exact(s, size)
     if _I32.unpack_from(frame, 0)[0] != 1:
         raise ConnectionError("correlation id mismatch")
-    pos = skip_tagged_fields(memoryview(frame), 4) if flexible else 4
+    pos = skip_tagged_fields(bytes(frame), 4) if flexible else 4
     return resp_cls.decode(frame[pos:], version=version)
 
 

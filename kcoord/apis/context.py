@@ -9,13 +9,18 @@ from kcoord.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 class RequestContext:
-    __slots__ = ("api_version", "conn", "flexible", "header")
+    __slots__ = ("api_version", "conn", "flexible", "frame_buffer", "header")
 
-    def __init__(self, header: RequestHeader, api_version: int, conn: Any) -> None:
+    def __init__(
+        self, header: RequestHeader, api_version: int, conn: Any, frame_buffer: memoryview | None = None
+    ) -> None:
         self.header = header
         self.api_version = api_version
         self.conn = conn
         self.flexible = False
+        # The frame's bytes in a writable buffer of its own, when a large request was read into
+        # one: Produce stamps and writes its batches there (the decoded request reads a copy).
+        self.frame_buffer = frame_buffer
 
     @property
     def client_id(self) -> str | None:

@@ -55,7 +55,16 @@ from kcoord.groups.store import GroupStore
 from kcoord.metrics import OFFSET_COMMIT, OFFSET_DELETION
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
-from kcoord.protocol.offsets_codec import FetchPartition, FetchTopic, OffsetCommitAnswer, OffsetFetchAnswer
+from kcoord.protocol.offsets_codec import (
+    CommitRequestTopic,
+    FetchPartition,
+    FetchRequestTopic,
+    FetchTopic,
+    OffsetCommitAnswer,
+    OffsetCommitRequest,
+    OffsetFetchAnswer,
+    OffsetFetchRequest,
+)
 from kcoord.runtime.outcome import Outcome
 from kcoord.transaction.coordinator import verification_error
 
@@ -86,7 +95,7 @@ _CTopic = _CResp.OffsetCommitResponseTopic
 _CPart = _CTopic.OffsetCommitResponsePartition
 
 
-def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
+def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
@@ -98,12 +107,14 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
     pm = services.partitions
     max_meta = services.config.offset_metadata_max_bytes
     # (response topic index, partition index) -> error, for partitions refused before the group sees them
-    results: list[tuple[Any, list[list[int]]]] = []
+    results: list[tuple[CommitRequestTopic, list[list[int]]]] = []
     commits: list[tuple[str, int, int, int, str]] = []
     committed_ids: list[tuple[uuid.UUID, int]] = []  # (topic id, partition) of each commit
     slots: list[list[int]] = []
     for t in req.topics:
-        topic = pm.get_by_id(t.topic_id) if v >= 10 else pm.get(t.name)
+        # By id from v10 (the zero uuid decodes as None: no topic), else by name (never null).
+        tid, tname = t.topic_id, t.name
+        topic = (pm.get_by_id(tid) if tid is not None else None) if v >= 10 else pm.get(tname or "")
         parts = []
         name = topic.name if topic is not None else t.name if v < 10 else None
         # The same for every partition of the topic, so asked once.
@@ -176,7 +187,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: Any) -> Any:
 
 
 def _commit_answer(
-    results: list[tuple[Any, list[list[int]]]], slots: list[list[int]], v: int
+    results: list[tuple[CommitRequestTopic, list[list[int]]]], slots: list[list[int]], v: int
 ) -> Callable[..., Any]:
     # A closure of its own, so that the operation's closure (which holds the responder, which
     # holds this) does not hold its own scope: no reference cycle per request.
@@ -332,21 +343,22 @@ _FGroup = _FResp.OffsetFetchResponseGroup
 class _Wanted:
     """The topics an OffsetFetch asks about: names to look up, and (v10) ids nobody knows."""
 
-    def __init__(self, services: Services, topics: Any, v: int) -> None:
+    def __init__(self, services: Services, topics: list[FetchRequestTopic] | None, v: int) -> None:
         self.topics: list[tuple[str, list[int]]] | None = None if topics is None else []
         self.ids: dict[str, uuid.UUID] = {}
-        self.unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
+        self.unknown_ids: list[tuple[uuid.UUID | None, list[int]]] = []  # None: the zero uuid
         for t in topics or []:
             parts = list(t.partition_indexes)
             if v >= 10:
-                topic = services.partitions.get_by_id(t.topic_id)
-                if topic is None:
-                    self.unknown_ids.append((t.topic_id, parts))
+                tid = t.topic_id
+                topic = services.partitions.get_by_id(tid) if tid is not None else None
+                if topic is None or tid is None:
+                    self.unknown_ids.append((tid, parts))
                     continue
-                self.ids[topic.name] = t.topic_id
+                self.ids[topic.name] = tid
                 self.topics.append((topic.name, parts))  # type: ignore[union-attr]
             else:
-                self.topics.append((t.name, parts))  # type: ignore[union-attr]
+                self.topics.append((t.name, parts))  # type: ignore[union-attr,arg-type]  # never null before v10
 
 
 def _may_hold_offsets(services: Services, group_id: str) -> bool:
@@ -446,7 +458,7 @@ def _fetched_partitions(parts: list[tuple[int, Any]]) -> list[FetchPartition]:
     ]
 
 
-def handle_fetch(services: Services, ctx: RequestContext, req: Any) -> Any:
+def handle_fetch(services: Services, ctx: RequestContext, req: OffsetFetchRequest) -> Any:
     v = ctx.api_version
     if v < 8:
         if v < 2 and req.topics is None:

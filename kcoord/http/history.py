@@ -24,7 +24,6 @@ import asyncio
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from types import SimpleNamespace
 from typing import Any
 
 from kcoord.apis import offsets as offset_api
@@ -37,7 +36,12 @@ from kcoord.groups.history import OffsetChange, offsets_at, read_changes
 from kcoord.http import views
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.frames import RequestHeader
-from kcoord.protocol.offsets_codec import OffsetCommitAnswer
+from kcoord.protocol.offsets_codec import (
+    CommitRequestPartition,
+    CommitRequestTopic,
+    OffsetCommitAnswer,
+    OffsetCommitRequest,
+)
 
 Answer = tuple[int, dict[str, Any]]
 COMMIT_VERSION = 9  # topics by name; a commit with generation -1 creates a group that has none
@@ -182,23 +186,13 @@ async def reset_offsets(services: Services, group: str, body: Any) -> Answer:
 
 async def _commit(services: Services, group: str, plan: list[dict[str, Any]]) -> list[str]:
     """Commit the plan through OffsetCommit's own handler; the names of the errors it answered."""
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[CommitRequestPartition]] = {}
     for row in plan:
         by_topic.setdefault(row["topic"], []).append(
-            SimpleNamespace(
-                partition_index=row["partition"],
-                committed_offset=row["new_offset"],
-                committed_leader_epoch=-1,
-                committed_metadata="",
-            )
+            CommitRequestPartition(row["partition"], row["new_offset"], -1, "")
         )
-    request = SimpleNamespace(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        retention_time_ms=-1,
-        topics=[SimpleNamespace(name=t, topic_id=None, partitions=ps) for t, ps in by_topic.items()],
+    request = OffsetCommitRequest(
+        group, -1, "", None, -1, [CommitRequestTopic(t, None, ps) for t, ps in by_topic.items()]
     )
     header = RequestHeader(8, COMMIT_VERSION, 0, "kcoord-http", 0)
     reply = offset_api.handle_commit(services, RequestContext(header, COMMIT_VERSION, None), request)

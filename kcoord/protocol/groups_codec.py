@@ -14,12 +14,12 @@ tests/unit/test_groups_codec.py checks them all against kafka-python for every v
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
 from kcoord.protocol.fields import uvarint as _uvarint
-from kcoord.protocol.frames import MalformedRequest
+from kcoord.protocol.frames import MalformedRequest, int32_at
 from kcoord.protocol.request_reader import (
     null_field,
     read_array_length,
@@ -28,9 +28,9 @@ from kcoord.protocol.request_reader import (
     skip_tags,
 )
 
-_I32 = struct.Struct(">i")
-_ERROR_GENERATION = struct.Struct(">hi")  # error code, generation id
-_ZERO_I32 = b"\x00\x00\x00\x00"
+_I32: Final = struct.Struct(">i")
+_ERROR_GENERATION: Final = struct.Struct(">hi")  # error code, generation id
+_ZERO_I32: Final = b"\x00\x00\x00\x00"
 
 # (member id, group instance id or None, protocol metadata)
 JoinMember = tuple[str, str | None, bytes]
@@ -165,19 +165,19 @@ class SyncGroupRequest(NamedTuple):
 _new = tuple.__new__
 
 
-def _member(buf: memoryview, pos: int, flexible: bool, name: str) -> tuple[str, int, str, int]:
+def _member(buf: bytes, pos: int, flexible: bool, name: str) -> tuple[str, int, str, int]:
     """The fields both requests open with: (group id, generation, member id, end)."""
     group_id, pos = read_string(buf, pos, flexible)
     if group_id is None:
         raise null_field(f"{name}.group_id")
-    (generation,) = _I32.unpack_from(buf, pos)
+    generation = int32_at(buf, pos)
     member_id, pos = read_string(buf, pos + 4, flexible)
     if member_id is None:
         raise null_field(f"{name}.member_id")
     return group_id, generation, member_id, pos
 
 
-def _end(buf: memoryview, pos: int, flexible: bool, name: str) -> int:
+def _end(buf: bytes, pos: int, flexible: bool, name: str) -> int:
     if flexible:
         pos = skip_tags(buf, pos)
     if pos > len(buf):
@@ -185,7 +185,7 @@ def _end(buf: memoryview, pos: int, flexible: bool, name: str) -> int:
     return pos
 
 
-def decode_heartbeat(buf: memoryview, pos: int, version: int) -> tuple[HeartbeatRequest, int]:
+def decode_heartbeat(buf: bytes, pos: int, version: int) -> tuple[HeartbeatRequest, int]:
     """Heartbeat v0-v4 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 4
     group_id, generation, member_id, pos = _member(buf, pos, flexible, "HeartbeatRequest")
@@ -196,7 +196,7 @@ def decode_heartbeat(buf: memoryview, pos: int, version: int) -> tuple[Heartbeat
     return _new(HeartbeatRequest, (group_id, generation, member_id, instance)), pos
 
 
-def decode_sync_group(buf: memoryview, pos: int, version: int) -> tuple[SyncGroupRequest, int]:
+def decode_sync_group(buf: bytes, pos: int, version: int) -> tuple[SyncGroupRequest, int]:
     """SyncGroup v0-v5 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 4
     group_id, generation, member_id, pos = _member(buf, pos, flexible, "SyncGroupRequest")

@@ -4,8 +4,8 @@ responses' encoders.
 They are a coordinator's most frequent messages. kafka-python's schema-driven classes build a
 container object per topic and partition (with its version, tags and unknown tags) and walk the
 schema field by field, and the dispatcher then walks the result once more for nulls the schema
-forbids. The decoders here read the bytes into named tuples with the attribute names of
-kafka-python's classes (so handlers read either alike), refuse a forbidden null as they meet it,
+forbids. The decoders here read the bytes into plain classes with the attribute names of
+kafka-python's (so handlers read either alike), refuse a forbidden null as they meet it,
 and skip tagged fields, which neither request defines. The answers are written directly from
 tuples and have the ``encode(version=...)`` method the dispatcher calls, so handlers return them
 where they would return a kafka-python message. tests/unit/test_offsets_codec.py checks both
@@ -14,14 +14,12 @@ directions against kafka-python for every version, nulls and truncated bodies in
 
 from __future__ import annotations
 
-import struct
 import uuid
-from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import Final
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
-from kcoord.protocol.frames import MalformedRequest, skip_tagged_fields
+from kcoord.protocol.frames import MalformedRequest, int32_at, int64_at
 from kcoord.protocol.request_reader import (
     ZERO_UUID,
     null_field,
@@ -31,18 +29,14 @@ from kcoord.protocol.request_reader import (
     skip_tags,
 )
 
-_I32: Final = struct.Struct(">i")
-_I16: Final = struct.Struct(">h")
-_PART_ERROR: Final = struct.Struct(">ih")  # partition index, error code
-_PART_OFFSET: Final = struct.Struct(">iq")  # partition index, committed offset
 _ZERO_I32: Final = b"\x00\x00\x00\x00"
 
-# (name, topic id or None, [(partition, error code)])
-CommitTopic = tuple[str | None, Any, Sequence[Sequence[int]]]
+# (name, topic id or None, [[partition, error code]])
+CommitTopic = tuple[str | None, uuid.UUID | None, list[list[int]]]
 # (partition, committed offset, leader epoch, metadata or None, error code)
 FetchPartition = tuple[int, int, int, str | None, int]
 # (name, topic id or None, [FetchPartition])
-FetchTopic = tuple[str | None, Any, list[FetchPartition]]
+FetchTopic = tuple[str | None, uuid.UUID | None, list[FetchPartition]]
 # (group id, error code, [FetchTopic])
 FetchGroup = tuple[str, int, list[FetchTopic]]
 
@@ -56,42 +50,40 @@ class OffsetCommitAnswer:
 
     __slots__ = ("topics",)
 
-    def __init__(self, topics: Sequence[CommitTopic]) -> None:
+    def __init__(self, topics: list[CommitTopic]) -> None:
         self.topics = topics
 
+    # The answers are pieces of bytes joined once: compiled, bytes made by to_bytes and joined
+    # are C calls, where each bytearray += or struct.pack is a Python call.
     def encode(self, version: int) -> bytes:
         flexible = version >= 8
-        out = bytearray(_ZERO_I32 if version >= 3 else b"")
-        out += _count(len(self.topics), flexible)
-        pack = _PART_ERROR.pack
+        tags = b"\x00" if flexible else b""
+        out = [_ZERO_I32 if version >= 3 else b"", _count(len(self.topics), flexible)]
         for name, topic_id, parts in self.topics:
-            out += _uuid(topic_id) if version >= 10 else _string(name, flexible)
-            out += _count(len(parts), flexible)
-            if flexible:
-                for p, e in parts:
-                    out += pack(p, e)
-                    out += b"\x00"
-                out += b"\x00"
-            else:
-                for p, e in parts:
-                    out += pack(p, e)
-        if flexible:
-            out += b"\x00"
-        return bytes(out)
+            out.append(_uuid(topic_id) if version >= 10 else _string(name, flexible))
+            out.append(_count(len(parts), flexible))
+            for part in parts:
+                out.append(
+                    part[0].to_bytes(4, "big", signed=True) + part[1].to_bytes(2, "big", signed=True) + tags
+                )
+            out.append(tags)
+        out.append(tags)
+        return b"".join(out)
 
 
-def _fetch_partitions(out: bytearray, parts: list[FetchPartition], version: int, flexible: bool) -> None:
-    out += _count(len(parts), flexible)
-    pack = _PART_OFFSET.pack
+def _fetch_partitions(out: list[bytes], parts: list[FetchPartition], version: int, flexible: bool) -> None:
+    out.append(_count(len(parts), flexible))
     with_epoch = version >= 5
     for p, offset, epoch, metadata, error in parts:
-        out += pack(p, offset)
+        out.append(p.to_bytes(4, "big", signed=True) + offset.to_bytes(8, "big", signed=True))
         if with_epoch:
-            out += _I32.pack(epoch)
-        out += _string(metadata, flexible)
-        out += _I16.pack(error)
-        if flexible:
-            out += b"\x00"
+            out.append(epoch.to_bytes(4, "big", signed=True))
+        out.append(_string(metadata, flexible))
+        out.append(
+            error.to_bytes(2, "big", signed=True) + b"\x00"
+            if flexible
+            else error.to_bytes(2, "big", signed=True)
+        )
 
 
 class OffsetFetchAnswer:
@@ -114,84 +106,128 @@ class OffsetFetchAnswer:
 
     def encode(self, version: int) -> bytes:
         flexible = version >= 6
-        out = bytearray(_ZERO_I32 if version >= 3 else b"")
+        tags = b"\x00" if flexible else b""
+        out = [_ZERO_I32 if version >= 3 else b""]
         if version < 8:
-            out += _count(len(self.topics), flexible)
+            out.append(_count(len(self.topics), flexible))
             for name, _topic_id, parts in self.topics:
-                out += _string(name, flexible)
+                out.append(_string(name, flexible))
                 _fetch_partitions(out, parts, version, flexible)
-                if flexible:
-                    out += b"\x00"
+                out.append(tags)
             if version >= 2:
-                out += _I16.pack(self.error)
+                out.append(self.error.to_bytes(2, "big", signed=True))
         else:
-            out += _count(len(self.groups), flexible)
+            out.append(_count(len(self.groups), flexible))
             for group_id, error, topics in self.groups:
-                out += _string(group_id, flexible)
-                out += _count(len(topics), flexible)
+                out.append(_string(group_id, flexible))
+                out.append(_count(len(topics), flexible))
                 for name, topic_id, parts in topics:
-                    out += _uuid(topic_id) if version >= 10 else _string(name, flexible)
+                    out.append(_uuid(topic_id) if version >= 10 else _string(name, flexible))
                     _fetch_partitions(out, parts, version, flexible)
-                    out += b"\x00"
-                out += _I16.pack(error)
-                out += b"\x00"
-        if flexible:
-            out += b"\x00"
-        return bytes(out)
+                    out.append(b"\x00")
+                out.append(error.to_bytes(2, "big", signed=True) + b"\x00")
+        out.append(tags)
+        return b"".join(out)
 
 
 # --- requests ----------------------------------------------------------------------------------
-class CommitRequestPartition(NamedTuple):
-    partition_index: int
-    committed_offset: int
-    committed_leader_epoch: int  # -1 before v6
-    committed_metadata: str | None
+# Plain classes with the attribute names of kafka-python's (so error answers read either alike).
+# Compiled, their attributes are C struct fields and their __init__ C, where a NamedTuple's
+# fields are Python properties and its construction a Python call.
+class CommitRequestPartition:
+    __slots__ = ("committed_leader_epoch", "committed_metadata", "committed_offset", "partition_index")
+
+    def __init__(
+        self,
+        partition_index: int,
+        committed_offset: int,
+        committed_leader_epoch: int,
+        committed_metadata: str | None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch  # -1 before v6
+        self.committed_metadata = committed_metadata
 
 
-class CommitRequestTopic(NamedTuple):
-    name: str | None  # None from v10
-    topic_id: uuid.UUID | None  # v10+; the zero uuid reads as None, as in kafka-python
-    partitions: list[CommitRequestPartition]
+class CommitRequestTopic:
+    __slots__ = ("name", "partitions", "topic_id")
+
+    def __init__(
+        self, name: str | None, topic_id: uuid.UUID | None, partitions: list[CommitRequestPartition]
+    ) -> None:
+        self.name = name  # None from v10
+        self.topic_id = topic_id  # v10+; the zero uuid reads as None, as in kafka-python
+        self.partitions = partitions
 
 
-class OffsetCommitRequest(NamedTuple):
-    group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str
-    group_instance_id: str | None  # v7+
-    retention_time_ms: int  # v2-v4, else -1
-    topics: list[CommitRequestTopic]
+class OffsetCommitRequest:
+    __slots__ = (
+        "generation_id_or_member_epoch",
+        "group_id",
+        "group_instance_id",
+        "member_id",
+        "retention_time_ms",
+        "topics",
+    )
+
+    def __init__(
+        self,
+        group_id: str,
+        generation_id_or_member_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        retention_time_ms: int,
+        topics: list[CommitRequestTopic],
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id  # v7+
+        self.retention_time_ms = retention_time_ms  # v2-v4, else -1
+        self.topics = topics
 
 
-class FetchRequestTopic(NamedTuple):
-    name: str | None  # None from v10
-    topic_id: uuid.UUID | None  # v10+
-    partition_indexes: list[int]
+class FetchRequestTopic:
+    __slots__ = ("name", "partition_indexes", "topic_id")
+
+    def __init__(self, name: str | None, topic_id: uuid.UUID | None, partition_indexes: list[int]) -> None:
+        self.name = name  # None from v10
+        self.topic_id = topic_id  # v10+
+        self.partition_indexes = partition_indexes
 
 
-class FetchRequestGroup(NamedTuple):
-    group_id: str
-    member_id: str | None  # v9+
-    member_epoch: int  # v9+, else -1
-    topics: list[FetchRequestTopic] | None
+class FetchRequestGroup:
+    __slots__ = ("group_id", "member_epoch", "member_id", "topics")
+
+    def __init__(
+        self, group_id: str, member_id: str | None, member_epoch: int, topics: list[FetchRequestTopic] | None
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id  # v9+
+        self.member_epoch = member_epoch  # v9+, else -1
+        self.topics = topics
 
 
-class OffsetFetchRequest(NamedTuple):
-    group_id: str | None  # v1-v7
-    topics: list[FetchRequestTopic] | None  # v1-v7 (nullable from v2)
-    groups: list[FetchRequestGroup]  # v8+
-    require_stable: bool  # v7+
+class OffsetFetchRequest:
+    __slots__ = ("group_id", "groups", "require_stable", "topics")
 
-
-_new = tuple.__new__
-_I64: Final = struct.Struct(">q")
-_PART_V2: Final = struct.Struct(">iq")  # partition index, committed offset
-_PART_V6: Final = struct.Struct(">iqi")  # ... and committed leader epoch
+    def __init__(
+        self,
+        group_id: str | None,
+        topics: list[FetchRequestTopic] | None,
+        groups: list[FetchRequestGroup],
+        require_stable: bool,
+    ) -> None:
+        self.group_id = group_id  # v1-v7
+        self.topics = topics  # v1-v7 (nullable from v2)
+        self.groups = groups  # v8+
+        self.require_stable = require_stable  # v7+
 
 
 def _topic(
-    buf: memoryview, pos: int, version: int, flexible: bool, field: str
-) -> tuple[str | None, Any, int]:
+    buf: bytes, pos: int, version: int, flexible: bool, field: str
+) -> tuple[str | None, uuid.UUID | None, int]:
     """A topic named by name (v0-v9) or by id (v10+): (name, topic id, end)."""
     if version >= 10:
         return None, read_uuid(buf, pos), pos + 16
@@ -201,13 +237,13 @@ def _topic(
     return name, None, pos
 
 
-def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
+def decode_offset_commit(buf: bytes, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
     """OffsetCommit v2-v10 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 8
     group_id, pos = read_string(buf, pos, flexible)
     if group_id is None:
         raise null_field("OffsetCommitRequest.group_id")
-    (generation,) = _I32.unpack_from(buf, pos)
+    generation = int32_at(buf, pos)
     member_id, pos = read_string(buf, pos + 4, flexible)
     if member_id is None:
         raise null_field("OffsetCommitRequest.member_id")
@@ -216,15 +252,12 @@ def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[Offse
         instance, pos = read_string(buf, pos, flexible)
     retention = -1
     if version <= 4:
-        (retention,) = _I64.unpack_from(buf, pos)
+        retention = int64_at(buf, pos)
         pos += 8
     n_topics, pos = read_array_length(buf, pos, flexible)
     if n_topics < 0:
         raise null_field("OffsetCommitRequest.topics")
     with_epoch = version >= 6
-    part = _PART_V6 if with_epoch else _PART_V2
-    part_size = part.size
-    unpack = part.unpack_from
     topics = []
     for _ in range(n_topics):
         name, topic_id, pos = _topic(buf, pos, version, flexible, "OffsetCommitRequest.topics.name")
@@ -233,24 +266,29 @@ def decode_offset_commit(buf: memoryview, pos: int, version: int) -> tuple[Offse
             raise null_field("OffsetCommitRequest.topics.partitions")
         parts = []
         for _ in range(n_parts):
-            fixed = unpack(buf, pos)
-            metadata, pos = read_string(buf, pos + part_size, flexible)
+            index = int32_at(buf, pos)
+            offset = int64_at(buf, pos + 4)
+            epoch = -1
+            pos += 12
+            if with_epoch:
+                epoch = int32_at(buf, pos)
+                pos += 4
+            metadata, pos = read_string(buf, pos, flexible)
             if flexible:
-                pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
-            fields = (*fixed, metadata) if with_epoch else (*fixed, -1, metadata)
-            parts.append(_new(CommitRequestPartition, fields))
+                pos = skip_tags(buf, pos)
+            parts.append(CommitRequestPartition(index, offset, epoch, metadata))
         if flexible:
             pos = skip_tags(buf, pos)
-        topics.append(_new(CommitRequestTopic, (name, topic_id, parts)))
+        topics.append(CommitRequestTopic(name, topic_id, parts))
     if flexible:
         pos = skip_tags(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetCommit request runs past its frame")
-    return _new(OffsetCommitRequest, (group_id, generation, member_id, instance, retention, topics)), pos
+    return OffsetCommitRequest(group_id, generation, member_id, instance, retention, topics), pos
 
 
 def _fetch_topics(
-    buf: memoryview, pos: int, version: int, flexible: bool
+    buf: bytes, pos: int, version: int, flexible: bool
 ) -> tuple[list[FetchRequestTopic] | None, int]:
     n_topics, pos = read_array_length(buf, pos, flexible)
     if n_topics < 0:
@@ -265,15 +303,15 @@ def _fetch_topics(
         end = pos + 4 * n
         if end > len(buf):
             raise MalformedRequest("partition indexes run past the end of the request")
-        indexes = list(struct.unpack_from(f">{n}i", buf, pos))
+        indexes = [int32_at(buf, at) for at in range(pos, end, 4)]
         pos = end
         if flexible:
             pos = skip_tags(buf, pos)
-        topics.append(_new(FetchRequestTopic, (name, topic_id, indexes)))
+        topics.append(FetchRequestTopic(name, topic_id, indexes))
     return topics, pos
 
 
-def decode_offset_fetch(buf: memoryview, pos: int, version: int) -> tuple[OffsetFetchRequest, int]:
+def decode_offset_fetch(buf: bytes, pos: int, version: int) -> tuple[OffsetFetchRequest, int]:
     """OffsetFetch v1-v10 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 6
     group_id = None
@@ -295,11 +333,11 @@ def decode_offset_fetch(buf: memoryview, pos: int, version: int) -> tuple[Offset
             member_id, epoch = None, -1
             if version >= 9:
                 member_id, pos = read_string(buf, pos, flexible)
-                (epoch,) = _I32.unpack_from(buf, pos)
+                epoch = int32_at(buf, pos)
                 pos += 4
             group_topics, pos = _fetch_topics(buf, pos, version, flexible)
             pos = skip_tags(buf, pos)
-            groups.append(_new(FetchRequestGroup, (gid, member_id, epoch, group_topics)))
+            groups.append(FetchRequestGroup(gid, member_id, epoch, group_topics))
     require_stable = False
     if version >= 7:
         require_stable = buf[pos] != 0
@@ -308,4 +346,4 @@ def decode_offset_fetch(buf: memoryview, pos: int, version: int) -> tuple[Offset
         pos = skip_tags(buf, pos)
     if pos > len(buf):
         raise MalformedRequest("OffsetFetch request runs past its frame")
-    return _new(OffsetFetchRequest, (group_id, topics, groups, require_stable)), pos
+    return OffsetFetchRequest(group_id, topics, groups, require_stable), pos

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
-from kcoord.protocol.frames import MalformedRequest
+from kcoord.protocol.frames import MalformedRequest, int16_at, int32_at
 from kcoord.protocol.request_reader import (
     ZERO_UUID,
     null_field,
@@ -28,7 +28,6 @@ from kcoord.protocol.request_reader import (
     skip_tags,
 )
 
-_ACKS_TIMEOUT: Final = struct.Struct(">hi")
 _I32: Final = struct.Struct(">i")
 _PART: Final = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _I64: Final = struct.Struct(">q")
@@ -36,12 +35,14 @@ _ZERO_I32: Final = b"\x00\x00\x00\x00"
 
 
 class PartitionProduceData:
-    __slots__ = ("index", "records")
+    __slots__ = ("index", "records", "records_at")
 
-    def __init__(self, index: int, records: memoryview | None) -> None:
+    def __init__(self, index: int, records: memoryview | None, records_at: int) -> None:
         self.index = index
-        # A view of the request: writable when the request was read whole into its own buffer.
-        self.records = records
+        self.records = records  # a (read-only) view of the request's bytes
+        # Where they start in the frame: a request read into a writable buffer of its own has its
+        # batches stamped and written from there (RequestContext.frame_buffer), not copied.
+        self.records_at = records_at
 
 
 class TopicProduceData:
@@ -67,12 +68,13 @@ class ProduceRequest:
         self.topic_data = topic_data
 
 
-def decode_produce(buf: memoryview, pos: int, version: int) -> tuple[ProduceRequest, int]:
+def decode_produce(buf: bytes, pos: int, version: int) -> tuple[ProduceRequest, int]:
     """Produce v3-v13 from ``buf[pos:]`` (after the request header): (request, end)."""
     flexible = version >= 9
     by_id = version >= 13
     transactional_id, pos = read_string(buf, pos, flexible)
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    acks = int16_at(buf, pos)
+    timeout_ms = int32_at(buf, pos + 2)
     n_topics, pos = read_array_length(buf, pos + 6, flexible)
     if n_topics < 0:
         raise null_field("ProduceRequest.topic_data")
@@ -91,11 +93,12 @@ def decode_produce(buf: memoryview, pos: int, version: int) -> tuple[ProduceRequ
             raise null_field("ProduceRequest.topic_data.partition_data")
         parts = []
         for _ in range(n_parts):
-            (index,) = _I32.unpack_from(buf, pos)
+            index = int32_at(buf, pos)
             records, pos = read_bytes(buf, pos + 4, flexible)
+            records_at = pos - len(records) if records is not None else pos
             if flexible:
                 pos = skip_tags(buf, pos)
-            parts.append(PartitionProduceData(index, records))
+            parts.append(PartitionProduceData(index, records, records_at))
         if flexible:
             pos = skip_tags(buf, pos)
         topics.append(TopicProduceData(name, topic_id, parts))

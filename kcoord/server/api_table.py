@@ -46,10 +46,10 @@ ErrorResponse = Callable[[Any, int, int, str | None], Any]
 
 
 class Decoder(Protocol):
-    """(body, position after the request header, version) -> (request, end); refuses forbidden
+    """(frame, position after the request header, version) -> (request, end); refuses forbidden
     nulls."""
 
-    def __call__(self, buf: memoryview, pos: int, version: int) -> tuple[Any, int]: ...
+    def __call__(self, buf: bytes, pos: int, version: int) -> tuple[Any, int]: ...
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ counter the route holds, so the cost per request is two clock reads and two incr
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from time import perf_counter
@@ -68,7 +67,9 @@ def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> F
         size = sum(len(c) for c in chunks)
         head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, correlation_id)
         return [head + b"\x00" if tagged else head, *chunks]
-    body: bytes | bytearray = response.encode(version=version)  # kafka-python: bytearray
+    # Positional: kafka-python's encode(version=None, ...) takes it so too, and a compiled
+    # answer's encode is then called without parsing a keyword.
+    body: bytes | bytearray = response.encode(version)  # kafka-python: bytearray
     if tagged:
         return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
     return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
@@ -77,8 +78,8 @@ def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> F
 class _Route:
     """What dispatching one (api key, version) needs, worked out once."""
 
-    __slots__ = ("check_nulls", "counter", "decode", "flexible", "spec", "tagged")
-    decode: Callable[[memoryview, int], tuple[Any, int]]  # (body, position) -> (request, end)
+    __slots__ = ("check_nulls", "counter", "decode", "flexible", "own", "spec", "tagged")
+    decode: Callable[[bytes, int], tuple[Any, int]]  # (frame, position) -> (request, end)
 
     def __init__(self, spec: ApiSpec, version: int, counter: RequestCounter) -> None:
         self.spec = spec
@@ -86,19 +87,18 @@ class _Route:
         cls = spec.request_cls
         self.flexible = cls.flexible_version_q(version)
         self.tagged = _tagged(spec, version)
-        # A hand-written decoder refuses forbidden nulls itself; kafka-python's reads them.
+        # A hand-written decoder (called with the version: no partial's keyword call per request)
+        # refuses forbidden nulls itself; kafka-python's reads them.
+        self.own = spec.decoder
         self.check_nulls = spec.decoder is None
         # kafka-python's compiled decoder, called with the header's end as start position: no
         # per-request slicing, type checks or codegen-cache lookups (ApiMessage.decode's work).
-        compiled = getattr(cls._struct, "compiled_decode_from", None)
-        own = spec.decoder
-        if own is not None:
-            self.decode = functools.partial(own, version=version)
-        elif compiled is not None:
+        compiled = getattr(cls._struct, "compiled_decode_from", None) if self.own is None else None
+        if compiled is not None:
             self.decode = compiled(version, compact=self.flexible, tagged=self.flexible, data_class=cls[None])
         else:
 
-            def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
+            def decode(buf: bytes, pos: int) -> tuple[Any, int]:
                 return cls.decode(buf[pos:], version=version), len(buf)
 
             self.decode = decode
@@ -110,18 +110,20 @@ class Dispatcher:
         self.table = table
         self._routes: dict[tuple[int, int], _Route] = {}
 
-    def dispatch(self, frame: bytes | memoryview, conn: Any) -> Frame | Reply | None:
-        """Answer one request frame (without its size prefix): bytes, or a large request read
-        into a buffer of its own (writable: a Produce batch is stamped in it and written).
+    def dispatch(
+        self, frame: bytes, conn: Any, frame_buffer: memoryview | None = None
+    ) -> Frame | Reply | None:
+        """Answer one request frame (without its size prefix). ``frame_buffer``: the same bytes in
+        a writable buffer of their own, when a large request was read into one (a Produce batch
+        is stamped in it and written from it).
 
         Returns the framed response (bytes, or a list of buffers), a :class:`Reply` of it, or None
         when the request expects no response (Produce with acks=0).
         Raises :class:`CloseConnection`.
         """
         start = perf_counter()
-        buf = memoryview(frame)
         try:
-            header = parse_request_header(buf)
+            header = parse_request_header(frame)
         except MalformedRequest as bad_header:
             raise CloseConnection(str(bad_header)) from bad_header
         version = header.api_version
@@ -133,7 +135,7 @@ class Dispatcher:
             ctx = RequestContext(header, version, conn)
             requests = self.services.metrics.requests
             if not spec.min_version <= version <= spec.max_version:
-                answer = self._unsupported_version(ctx, spec, buf)
+                answer = self._unsupported_version(ctx, spec, frame)
                 counter = requests.counter(spec.name, version)
                 counter.count += 1
                 counter.answered(ErrorCode.UNSUPPORTED_VERSION, (perf_counter() - start) * 1000)
@@ -143,12 +145,16 @@ class Dispatcher:
         spec = route.spec
         counter = route.counter
         counter.count += 1
-        ctx = RequestContext(header, version, conn)
+        ctx = RequestContext(header, version, conn, frame_buffer)
         try:
             body_at = header.body_offset
             if route.flexible:
-                body_at = skip_tagged_fields(buf, body_at)
-            request, _ = route.decode(buf, body_at)
+                body_at = skip_tagged_fields(frame, body_at)
+            own = route.own
+            if own is not None:
+                request, _ = own(frame, body_at, version)
+            else:
+                request, _ = route.decode(frame, body_at)
         except Exception as undecodable:
             raise CloseConnection(
                 f"cannot decode {ApiKey(header.api_key).name} v{version}: {undecodable!r}"
@@ -210,7 +216,7 @@ class Dispatcher:
             raise CloseConnection(f"{spec.name} failed with {ErrorCode(code).name}: {message}")
         return self.encode(ctx, spec, spec.error_response(request, ctx.api_version, code, message))
 
-    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: memoryview) -> Frame:
+    def _unsupported_version(self, ctx: RequestContext, spec: ApiSpec, buf: bytes) -> Frame:
         version = ctx.api_version
         if spec.key == ApiKey.ApiVersions:
             # Answer in v0 so that any client can read the versions we do serve.

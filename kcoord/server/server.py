@@ -29,6 +29,7 @@ from typing import Any, Final, cast
 
 import structlog
 
+from kcoord.apis.reply import Reply
 from kcoord.endpoints import Endpoint
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.messages import ApiKey
@@ -183,7 +184,7 @@ class KafkaConnection(asyncio.Protocol):
         self.max_frame = self.server.max_frame_bytes
         self._session_expires = time.monotonic() + session_lifetime_ms / 1000 if session_lifetime_ms else None
 
-    def _session_check(self, frame: bytes | memoryview, out: list[Any]) -> bool:
+    def _session_check(self, frame: bytes, out: list[Any]) -> bool:
         """KIP-368 on an authenticated SASL connection whose session expires: a SaslHandshake
         begins re-authentication (at most once a second, as Kafka); any other request after the
         session expired closes the connection (Kafka's expired-connections-killed)."""
@@ -247,7 +248,7 @@ class KafkaConnection(asyncio.Protocol):
             # exported view of it would forbid.
             buf, self._buf = self._buf, bytearray()
             with memoryview(buf) as view:
-                pos = self._serve(view, len(buf), copy=True)
+                pos = self._serve(view, len(buf), own_buffer=False)
             if pos >= 0:
                 del buf[:pos]
                 buf += self._buf
@@ -272,7 +273,7 @@ class KafkaConnection(asyncio.Protocol):
             self._large = None
             self._large_len = 0
             with memoryview(large) as view:
-                served = self._serve(view, len(large), copy=False)
+                served = self._serve(view, len(large), own_buffer=True)
             if served < 0:
                 return
             if served == 0:
@@ -284,12 +285,11 @@ class KafkaConnection(asyncio.Protocol):
             buf, self._buf = self._buf, bytearray()
             buf += chunk
             with memoryview(buf) as view:
-                pos = self._serve(view, len(buf), copy=True)
+                pos = self._serve(view, len(buf), own_buffer=False)
                 if pos >= 0:
                     self._keep(view[pos:])
         elif chunk:
-            # Frames are handed over as views of the bytes read: nothing changes them.
-            pos = self._serve(chunk, len(chunk), copy=False)
+            pos = self._serve(chunk, len(chunk), own_buffer=False)
             if 0 <= pos < len(chunk):
                 self._keep(chunk[pos:])
         self._end_pass()
@@ -326,11 +326,14 @@ class KafkaConnection(asyncio.Protocol):
         self._turn_over = False
         self._update_reading()
 
-    def _serve(self, view: memoryview, end: int, copy: bool) -> int:
+    def _serve(self, view: memoryview, end: int, own_buffer: bool) -> int:
         """Serve the whole frames in ``view[:end]``: the position after the last frame served, or
         -1 when the connection is to close. The answers made at once are left in ``_unsent`` for
-        the caller's ``_end_pass`` (or the next write) to send. Frames are copied out of ``view``
-        when ``copy`` (it is a buffer reused), else handed over as views of it."""
+        the caller's ``_end_pass`` (or the next write) to send.
+
+        Each frame is copied out as ``bytes``, which the decoders read fastest (see
+        ``protocol.frames``); with ``own_buffer`` (a large frame read into a buffer of its own)
+        the dispatcher also gets that writable buffer, for Produce to write its batches from."""
         pos = 0
         out: list[Any] = []
         out_bytes = 0
@@ -346,7 +349,7 @@ class KafkaConnection(asyncio.Protocol):
             if end - pos - 4 < size:
                 break
             piece = view[pos + 4 : pos + 4 + size]
-            frame: bytes | memoryview = piece.tobytes() if copy else piece
+            frame = piece.tobytes()
             pos += 4 + size
             # (While re-authenticating, the authenticator below decides what may be sent.)
             if (
@@ -357,13 +360,13 @@ class KafkaConnection(asyncio.Protocol):
                 return -1
             if self.authenticator is not None:
                 if self.authenticator.raw_tokens:
-                    if not self._raw_token(bytes(frame), out):
+                    if not self._raw_token(frame, out):
                         return -1
                     continue
                 if not self._may_send(frame, out):
                     return -1
             try:
-                result = self.dispatcher.dispatch(frame, self)
+                result = self.dispatcher.dispatch(frame, self, piece if own_buffer else None)
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
                 return -1
@@ -380,7 +383,9 @@ class KafkaConnection(asyncio.Protocol):
                 return -1
             if result is None:
                 continue
-            if isinstance(result, bytes | list):
+            # Not isinstance with ``bytes | list``: compiled, that builds a union object and runs
+            # Python's isinstance on it for every answer; a Reply is one native type check.
+            if not isinstance(result, Reply):
                 if queue:
                     slot = _Pending(self)
                     slot.data, slot.done = result, True
@@ -409,7 +414,7 @@ class KafkaConnection(asyncio.Protocol):
             self._unsent += out  # written by the caller's _end_pass, or with the next answers
         return pos
 
-    def _may_send(self, frame: bytes | memoryview, out: list[Any]) -> bool:
+    def _may_send(self, frame: bytes, out: list[Any]) -> bool:
         """Before authentication only the SASL exchange's requests are served."""
         assert self.authenticator is not None
         if self.authenticator.complete:

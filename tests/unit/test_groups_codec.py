@@ -107,7 +107,7 @@ _SG = request_class(ApiKey.SyncGroup)
 def _refuses_every_truncation(decode, body: bytes, version: int) -> None:
     for cut in range(len(body)):
         with pytest.raises((MalformedRequest, IndexError, struct.error)):
-            decode(memoryview(body[:cut]), 0, version)
+            decode(bytes(body[:cut]), 0, version)
 
 
 @settings(max_examples=300, deadline=None)
@@ -124,7 +124,7 @@ def test_heartbeat_request_decodes_as_kafka_python(
 ) -> None:
     req = _HB(group_id=group, generation_id=generation, member_id=member, group_instance_id=instance)
     body = req.encode(version=version)
-    ours, end = decode_heartbeat(memoryview(prefix + body), len(prefix), version)
+    ours, end = decode_heartbeat(bytes(prefix + body), len(prefix), version)
     theirs = _HB.decode(body, version=version)
     assert end == len(prefix) + len(body)
     assert (ours.group_id, ours.generation_id, ours.member_id) == (group, generation, member)
@@ -157,7 +157,7 @@ def test_sync_group_request_decodes_as_kafka_python(
         assignments=[_SG.SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in assignments],
     )
     body = req.encode(version=version)
-    ours, end = decode_sync_group(memoryview(prefix + body), len(prefix), version)
+    ours, end = decode_sync_group(bytes(prefix + body), len(prefix), version)
     theirs = _SG.decode(body, version=version)
     assert end == len(prefix) + len(body)
     assert (ours.group_id, ours.generation_id, ours.member_id) == (group, generation, member)
@@ -189,7 +189,7 @@ def test_sync_group_request_refuses_forbidden_nulls(version: int, field: str) ->
     body = req.encode(version=version)
     assert null_violation(_SG.decode(body, version=version), version) is not None
     with pytest.raises(MalformedRequest, match="non-nullable"):
-        decode_sync_group(memoryview(body), 0, version)
+        decode_sync_group(bytes(body), 0, version)
 
 
 @pytest.mark.parametrize("version", [0, 3, 4])
@@ -204,4 +204,4 @@ def test_heartbeat_request_refuses_forbidden_nulls(version: int, field: str) -> 
     body = req.encode(version=version)
     assert null_violation(_HB.decode(body, version=version), version) is not None
     with pytest.raises(MalformedRequest, match="non-nullable"):
-        decode_heartbeat(memoryview(body), 0, version)
+        decode_heartbeat(bytes(body), 0, version)

@@ -119,32 +119,34 @@ def test_produce_request_decodes_as_kafka_python(
         ],
     )
     body = req.encode(version=version)
-    ours, end = decode_produce(memoryview(prefix + body), len(prefix), version)
+    ours, end = decode_produce(bytes(prefix + body), len(prefix), version)
     assert end == len(prefix) + len(body)
     assert _view(ours, version) == _view(_REQ.decode(body, version=version), version)
     for cut in range(len(body)):
         with pytest.raises((MalformedRequest, IndexError, struct.error)):
-            decode_produce(memoryview(body[:cut]), 0, version)
+            decode_produce(bytes(body[:cut]), 0, version)
 
 
-def test_produce_records_are_a_view_of_a_writable_request() -> None:
-    """A request read into its own buffer (server.py: large frames) is stamped in place."""
+def test_produce_records_are_located_in_the_frame() -> None:
+    """The records are a read-only view of the decoded bytes, and ``records_at`` is where they
+    start in the frame: a request read into a writable buffer of its own (server.py: large
+    frames) is stamped there, through RequestContext.frame_buffer, not copied."""
     batch = bytes(range(70))
+    prefix = b"\x07" * 5
     body = bytearray(
-        _REQ(
+        prefix
+        + _REQ(
             transactional_id=None,
             acks=1,
             timeout_ms=100,
             topic_data=[_TD(name="t", partition_data=[_PD(index=0, records=batch)])],
         ).encode(version=9)
     )
-    req, _ = decode_produce(memoryview(body), 0, 9)
-    view = req.topic_data[0].partition_data[0].records
-    assert bytes(view) == batch and not view.readonly
-    view[0] = 0xFF
-    assert 0xFF in body
-    from_bytes, _ = decode_produce(memoryview(bytes(body)), 0, 9)
-    assert from_bytes.topic_data[0].partition_data[0].records.readonly
+    req, _ = decode_produce(bytes(body), len(prefix), 9)
+    part = req.topic_data[0].partition_data[0]
+    assert bytes(part.records) == batch and part.records.readonly
+    writable = memoryview(body)[part.records_at : part.records_at + len(part.records)]
+    assert bytes(writable) == batch and not writable.readonly
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 12])
@@ -160,7 +162,7 @@ def test_produce_request_refuses_forbidden_nulls(version: int, field: str) -> No
     body = req.encode(version=version)
     assert null_violation(_REQ.decode(body, version=version), version) is not None
     with pytest.raises(MalformedRequest, match="non-nullable"):
-        decode_produce(memoryview(body), 0, version)
+        decode_produce(bytes(body), 0, version)
 
 
 def test_produce_request_skips_unknown_tagged_fields() -> None:
@@ -179,7 +181,7 @@ def test_produce_request_skips_unknown_tagged_fields() -> None:
         + tags  # the topic's
         + tags  # the request's
     )
-    ours, end = decode_produce(memoryview(body), 0, 9)
+    ours, end = decode_produce(bytes(body), 0, 9)
     assert end == len(body)
     assert (
         _view(ours, 9)
