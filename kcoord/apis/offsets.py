@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -68,6 +68,10 @@ from kcoord.protocol.offsets_codec import (
 from kcoord.runtime.outcome import Outcome
 from kcoord.transaction.coordinator import verification_error
 
+# Read once: compiled, ``Op.READ`` is a lookup on the enum class at every use (two per commit).
+_READ: Final = Op.READ
+_DESCRIBE: Final = Op.DESCRIBE
+
 log = structlog.get_logger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -99,7 +103,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
     v = ctx.api_version
     if req.group_id is None:
         return commit_error_response(req, v, ErrorCode.INVALID_GROUP_ID, None)
-    require(services, ctx, Op.READ, GROUP, req.group_id)
+    require(services, ctx, _READ, GROUP, req.group_id)
     if not _may_hold_offsets(services, req.group_id):
         return commit_error_response(req, v, ErrorCode.GROUP_ID_NOT_FOUND, None)
     if req.group_id == "":
@@ -119,7 +123,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
         name = topic.name if topic is not None else t.name if v < 10 else None
         # The same for every partition of the topic, so asked once.
         refused: int
-        if name is not None and not topic_authorized(services, ctx, Op.READ, name):
+        if name is not None and not topic_authorized(services, ctx, _READ, name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None:
             refused = ErrorCode.UNKNOWN_TOPIC_ID if v >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -387,7 +391,7 @@ def _fetch_group(
     if group_id is None:
         respond((ErrorCode.INVALID_GROUP_ID, []))
         return
-    if not group_authorized(services, ctx, Op.DESCRIBE, group_id):
+    if not group_authorized(services, ctx, _DESCRIBE, group_id):
         respond((ErrorCode.GROUP_AUTHORIZATION_FAILED, []))
         return
     if not _may_hold_offsets(services, group_id):
@@ -398,7 +402,7 @@ def _fetch_group(
     # Kafka's OffsetFetch: topics named in the request that the principal may not describe are
     # answered TOPIC_AUTHORIZATION_FAILED; with all topics asked for, they are left out.
     named = None if wanted.topics is None else {t for t, _parts in wanted.topics}
-    allowed = None if named is None else authorized_topics(services, ctx, Op.DESCRIBE, named)
+    allowed = None if named is None else authorized_topics(services, ctx, _DESCRIBE, named)
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
@@ -429,7 +433,7 @@ def _authorized_only(
 ) -> list[tuple[str, list[tuple[int, Any]]]]:
     """The fetched topics the principal may describe; with topics named, the others DENIED."""
     if allowed is None:
-        keep = authorized_topics(services, ctx, Op.DESCRIBE, [t for t, _parts in data])
+        keep = authorized_topics(services, ctx, _DESCRIBE, [t for t, _parts in data])
         return [(t, parts) for t, parts in data if t in keep]
     return [(t, parts if t in allowed else [(p, DENIED) for p, _v in parts]) for t, parts in data]
 

@@ -577,13 +577,18 @@ class ClassicGroup:
 
     # --- timers --------------------------------------------------------------------------
     def next_deadline(self) -> int | None:
-        deadlines = [m.expires_at for m in self.members.values()]
-        deadlines.extend(self.pending_members.values())
-        if self.join_deadline is not None:
-            deadlines.append(self.join_deadline)
-        if self.sync_deadline is not None:
-            deadlines.append(self.sync_deadline)
-        return min(deadlines) if deadlines else None
+        # Asked after every operation on the group (the actor arms its timer): one pass, no list.
+        best = self.join_deadline
+        sync = self.sync_deadline
+        if sync is not None and (best is None or sync < best):
+            best = sync
+        for m in self.members.values():
+            if best is None or m.expires_at < best:
+                best = m.expires_at
+        for expiry in self.pending_members.values():
+            if best is None or expiry < best:
+                best = expiry
+        return best
 
     def on_timer(self, now: int) -> Outcome:
         out = Outcome()

@@ -102,33 +102,38 @@ def _offset_key_prefix(group: str, topic: str) -> bytes:
 
 
 def encode_offset_key(key: OffsetCommitKey) -> bytes:
-    return _offset_key_prefix(key.group, key.topic) + _I.pack(key.partition)
+    return _offset_key_prefix(key.group, key.topic) + key.partition.to_bytes(4, "big", signed=True)
 
 
+# One per commit: written with to_bytes and joined once (compiled, struct.pack is a Python call).
 def encode_offset_value(value: OffsetCommitValue) -> bytes:
     if value.expire_timestamp is not None:
-        return (
-            _H.pack(OFFSET_VALUE_WITH_EXPIRY)
-            + _Q.pack(value.offset)
-            + string(value.metadata)
-            + _Q.pack(value.commit_timestamp)
-            + _Q.pack(value.expire_timestamp)
+        return b"".join(
+            [
+                OFFSET_VALUE_WITH_EXPIRY.to_bytes(2, "big", signed=True),
+                value.offset.to_bytes(8, "big", signed=True),
+                string(value.metadata),
+                value.commit_timestamp.to_bytes(8, "big", signed=True),
+                value.expire_timestamp.to_bytes(8, "big", signed=True),
+            ]
         )
-    metadata = value.metadata.encode()
+    metadata = value.metadata.encode("utf-8")
     return b"".join(
-        (
-            _VALUE_V3_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(metadata)),
+        [
+            OFFSET_VALUE_VERSION.to_bytes(2, "big", signed=True),
+            value.offset.to_bytes(8, "big", signed=True),
+            value.leader_epoch.to_bytes(4, "big", signed=True),
+            len(metadata).to_bytes(2, "big", signed=True),
             metadata,
-            _Q.pack(value.commit_timestamp),
-        )
+            value.commit_timestamp.to_bytes(8, "big", signed=True),
+        ]
     )
 
 
 def _encode_offset_commit(
     key: OffsetCommitKey, value: OffsetCommitValue | None
 ) -> tuple[bytes, bytes | None]:
-    key_bytes = _offset_key_prefix(key.group, key.topic) + _I.pack(key.partition)
-    return key_bytes, None if value is None else encode_offset_value(value)
+    return encode_offset_key(key), None if value is None else encode_offset_value(value)
 
 
 @functools.lru_cache(maxsize=1 << 14)

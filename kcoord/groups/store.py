@@ -159,6 +159,12 @@ class GroupStore:
                     raise ValueError(f"records keyed by {cls.__name__} are replayed twice")
                 self._replay[cls] = replay
         self._all = tuple(self._kinds.values())
+        # Each kind's dict of groups by id, where the kind keeps one (GroupsById): the runtime
+        # asks which kind holds a group after every operation (its timer), and a dict lookup is C
+        # where kind.holds is a call through the GroupKind protocol.
+        self._by_id: tuple[tuple[dict[str, Any] | None, GroupKind], ...] = tuple(
+            (kind.groups if isinstance(kind, GroupsById) else None, kind) for kind in self._all
+        )
         self._classic: ClassicGroupHost | None = (
             self._kinds[classic_groups] if classic_groups is not None else None  # type: ignore[assignment]
         )
@@ -170,8 +176,8 @@ class GroupStore:
         return self._all
 
     def _kind_of(self, group_id: str) -> GroupKind | None:
-        for kind in self._all:
-            if kind.holds(group_id):
+        for groups, kind in self._by_id:
+            if group_id in groups if groups is not None else kind.holds(group_id):
                 return kind
         return None
 
@@ -254,8 +260,16 @@ class GroupStore:
             yield from kind.group_ids()
 
     def next_deadline(self, group_id: str) -> int | None:
-        kind = self._kind_of(group_id)
-        return kind.next_deadline(group_id) if kind is not None else None
+        for groups, kind in self._by_id:
+            if groups is None:
+                if kind.holds(group_id):
+                    return kind.next_deadline(group_id)
+                continue
+            group = groups.get(group_id)
+            if group is not None:
+                deadline: int | None = group.next_deadline()
+                return deadline
+        return None
 
     def on_timer(self, group_id: str, now: int) -> Outcome:
         kind = self._kind_of(group_id)
