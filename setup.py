@@ -3,7 +3,8 @@
 The modules below are what every commit, offset fetch, produce request and classic rebalance runs
 through (issue 15: stop 25's build cut a third of the instructions per request, stop 26's list and
 habits another fifth, stop 27's reading requests from bytes and writing answers with to_bytes a
-third of what was left; docs/architecture.md lists the habits).
+third of what was left; docs/architecture.md lists the habits), and the log cleaner's loop over
+records (record_filter), which holds the GIL beside them while a pass runs.
 The build is optional: without mypy or a C compiler, or with ``KCOORD_PURE_BUILD=1``, kcoord
 installs as the same modules in pure Python, and ``kcoord/__init__.py`` falls back to them at
 import time whenever the compiled ones are missing or older than their sources.
@@ -56,6 +57,7 @@ COMPILED = [
     "kcoord/share/store.py",
     "kcoord/storage/flush.py",
     "kcoord/storage/log.py",
+    "kcoord/storage/record_filter.py",
     "kcoord/storage/segment.py",
 ]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import gzip
 import struct
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Final
 
 import crc32c as _crc32c
 import lz4.frame
@@ -42,26 +42,44 @@ from kafka.codec import (
 from kcoord.protocol import records
 from kcoord.protocol.records import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
-ATTR_DELETE_HORIZON = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is a horizon
+ATTR_DELETE_HORIZON: Final = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is a horizon
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_U32 = struct.Struct(">I")
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_U32: Final = struct.Struct(">I")
 
-GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
 
 
-class RawRecord(NamedTuple):
+class RawRecord:
     """One record of a decoded batch: its offset and timestamp, its key, whether it is a
     tombstone, and where its bytes lie in the batch's uncompressed records (``start`` at its
-    attributes, ``after_ts`` just after its timestamp delta, ``end`` after its headers)."""
+    attributes, ``after_ts`` just after its timestamp delta, ``end`` after its headers).
 
-    offset: int
-    timestamp: int
-    key: bytes | None
-    tombstone: bool
-    start: int
-    after_ts: int
-    end: int
+    A plain class with its __init__ written out: one is made per record a cleaning pass reads,
+    and compiled, its fields are C struct fields (a NamedTuple's are Python properties)."""
+
+    __slots__ = ("after_ts", "end", "key", "offset", "start", "timestamp", "tombstone")
+
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        tombstone: bool,
+        start: int,
+        after_ts: int,
+        end: int,
+    ) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.tombstone = tombstone
+        self.start = start
+        self.after_ts = after_ts
+        self.end = end
 
 
 def delete_horizon(h: BatchHeader) -> int | None:
