@@ -163,7 +163,11 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     records that run past the batch (a CRC covers what a producer sent, not that it is sound)."""
     try:
         yield from _iter_raw(body, h)
-    except IndexError:
+    except records.InvalidBatch:
+        raise
+    except (IndexError, ValueError, OverflowError):
+        # A length that runs past the batch: IndexError, or, compiled, ValueError or
+        # OverflowError for a position beyond 64 bits (a varint of ten bytes says 2**64).
         raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
 
 

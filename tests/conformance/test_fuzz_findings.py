@@ -84,6 +84,20 @@ def test_a_record_running_past_its_batch_is_corrupt(tmp_path: Path) -> None:
     assert refused_append(tmp_path, READS_RECORDS, truncated_batch()) == ErrorCode.CORRUPT_MESSAGE
 
 
+def test_a_record_length_beyond_64_bits_is_corrupt(tmp_path: Path) -> None:
+    """Found by review of the compiled record loop: a key length of ten varint bytes (2**64) put
+    the read position past what a C integer holds, and compiled code raised ValueError, not
+    IndexError (UNKNOWN_SERVER_ERROR); CORRUPT_MESSAGE, compiled or not, and nothing appended."""
+    rest = b"\x00\x00\x00" + b"\x80" * 9 + b"\x04"  # attributes, timestamp and offset delta, key length
+    record = bytes([len(rest) << 1]) + rest
+    data = bytearray(truncated_batch()[:61] + record)
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    for name, configs in (("timestamps", READS_RECORDS), ("keys", {"cleanup.policy": "compact"})):
+        (tmp_path / name).mkdir()
+        assert refused_append(tmp_path / name, configs, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
+
+
 def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) -> None:
     """Found by fuzz/record_batches.py: a snappy batch (valid CRC) whose records are not snappy
     data raised snappy's UncompressError (UNKNOWN_SERVER_ERROR); now CORRUPT_MESSAGE."""
