@@ -9,12 +9,7 @@ arrays, and in flexible versions compact lengths and tagged fields.
 
 from __future__ import annotations
 
-import struct
-from typing import Final
-
-_H: Final = struct.Struct(">h")
-_I: Final = struct.Struct(">i")
-_Q: Final = struct.Struct(">q")
+from kcoord.protocol.frames import int16_at, int32_at, int64_at
 
 
 class RecordFormatError(ValueError):
@@ -79,19 +74,19 @@ class FieldReader:
 
     def i16(self) -> int:
         self._need(2)
-        v: int = _H.unpack_from(self.buf, self.pos)[0]
+        v = int16_at(self.buf, self.pos)
         self.pos += 2
         return v
 
     def i32(self) -> int:
         self._need(4)
-        v: int = _I.unpack_from(self.buf, self.pos)[0]
+        v = int32_at(self.buf, self.pos)
         self.pos += 4
         return v
 
     def i64(self) -> int:
         self._need(8)
-        v: int = _Q.unpack_from(self.buf, self.pos)[0]
+        v = int64_at(self.buf, self.pos)
         self.pos += 8
         return v
 
