@@ -47,7 +47,9 @@ from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import reply_all, reply_with
 from kcoord.apis.services import Services
 from kcoord.classic import offsets as offset_rules
+from kcoord.classic.store import GROUP_TYPE as CLASSIC_GROUP_TYPE
 from kcoord.classic.store import ClassicGroups
+from kcoord.consumer.store import GROUP_TYPE as CONSUMER_GROUP_TYPE
 from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.offsets import commit_records
@@ -368,11 +370,9 @@ class _Wanted:
 def _may_hold_offsets(services: Services, group_id: str) -> bool:
     """Classic and consumer groups have committed offsets; a share group's id is not one
     (GROUP_ID_NOT_FOUND, as Kafka answers for a group of another type)."""
-    return services.groups.state_for(group_id).group_type(group_id) in (
-        None,
-        ClassicGroups.group_type,
-        ConsumerGroups.group_type,
-    )
+    store: GroupStore = services.groups.state_for(group_id)  # typed: a native call to group_type
+    held = store.group_type(group_id)
+    return held is None or held in (CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE)
 
 
 def _fetch_group(

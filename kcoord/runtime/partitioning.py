@@ -6,8 +6,12 @@ does the same so that a key lives in the partition Kafka's tools expect.
 
 from __future__ import annotations
 
-import functools
 import struct
+from typing import Final
+
+# Every request for a key asks for its partition, and the hash is a loop over the key's
+# characters: the runtime remembers the answers for this many keys in use.
+PARTITION_CACHE_KEYS: Final = 1 << 16
 
 
 def java_string_hash(s: str) -> int:
@@ -21,9 +25,6 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-# Every request for a key asks (a commit up to three times), and the hash is a Python loop over
-# the key's characters: remember the answers for the keys in use.
-@functools.lru_cache(maxsize=1 << 16)
 def partition_for(key: str, partitions: int) -> int:
     h = java_string_hash(key)
     return (0 if h == -(1 << 31) else abs(h)) % partitions  # Kafka's Utils.abs

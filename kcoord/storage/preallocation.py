@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 from collections.abc import Callable
@@ -51,7 +50,9 @@ _UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # The process's own symbols, libc among them: find_library("c") would run ``ldconfig -p``
+        # in a child process at every start (a fork of the broker, slower the busier the machine).
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = getattr(libc, "fallocate64", None) or libc.fallocate  # 64-bit offsets everywhere
     except (OSError, AttributeError):  # not Linux: no preallocation
         return None
