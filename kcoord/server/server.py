@@ -32,6 +32,7 @@ import structlog
 from kcoord.apis.reply import Reply
 from kcoord.endpoints import Endpoint
 from kcoord.protocol.errors import CloseConnection
+from kcoord.protocol.frames import int32_at
 from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
 from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -244,11 +245,9 @@ class KafkaConnection(asyncio.Protocol):
             and self._close_reason is None
             and not self._backlogged()
         ):
-            # Served from a buffer of their own: serving may clear self._buf (closing), which an
-            # exported view of it would forbid.
+            # Served from a copy: serving may clear or refill self._buf (closing, reading on).
             buf, self._buf = self._buf, bytearray()
-            with memoryview(buf) as view:
-                pos = self._serve(view, len(buf), own_buffer=False)
+            pos = self._serve(bytes(buf), len(buf), None)
             if pos >= 0:
                 del buf[:pos]
                 buf += self._buf
@@ -260,12 +259,11 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._turn_bytes += len(data)
-        chunk = memoryview(data)
         large = self._large
         if large is not None:
             have = self._large_len
-            n = min(len(chunk), len(large) - have)
-            large[have : have + n] = chunk[:n]
+            n = min(len(data), len(large) - have)
+            large[have : have + n] = data[:n]
             self._large_len = have + n
             if self._large_len < len(large):
                 self._end_pass()
@@ -273,33 +271,34 @@ class KafkaConnection(asyncio.Protocol):
             self._large = None
             self._large_len = 0
             with memoryview(large) as view:
-                served = self._serve(view, len(large), own_buffer=True)
+                served = self._serve(bytes(large), len(large), view)
             if served < 0:
                 return
             if served == 0:
                 self._buf += large  # backlogged meanwhile: served with what follows it
-            chunk = chunk[n:]
+            data = data[n:]
         if self._buf:
             # The start of a frame was kept from an earlier read: the frames are cut from the
-            # bytes joined, and copied out (the buffer is reused).
+            # bytes joined (the buffer is reused).
             buf, self._buf = self._buf, bytearray()
-            buf += chunk
-            with memoryview(buf) as view:
-                pos = self._serve(view, len(buf), own_buffer=False)
-                if pos >= 0:
-                    self._keep(view[pos:])
-        elif chunk:
-            pos = self._serve(chunk, len(chunk), own_buffer=False)
-            if 0 <= pos < len(chunk):
-                self._keep(chunk[pos:])
+            buf += data
+            data = bytes(buf)
+            pos = self._serve(data, len(data), None)
+            if pos >= 0:
+                self._keep(data[pos:])
+        elif data:
+            # Read whole frames, the usual case, are cut from the read's own bytes.
+            pos = self._serve(data, len(data), None)
+            if 0 <= pos < len(data):
+                self._keep(data[pos:])
         self._end_pass()
 
-    def _keep(self, rest: memoryview) -> None:
+    def _keep(self, rest: bytes) -> None:
         """The bytes after the last whole frame read: a large frame of which at least half came
         goes into a buffer of its own size, which the next reads fill; anything else is kept for
         the next read."""
         if len(rest) >= 4 and not self._backlogged():
-            (size,) = _SIZE.unpack_from(rest, 0)
+            size = int32_at(rest, 0)
             # Only once half of it came: a size prefix alone must not make the broker allocate
             # (and zero) up to socket.request.max.bytes for bytes nobody has sent.
             if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > len(rest) >= (4 + size) // 2:
@@ -326,14 +325,15 @@ class KafkaConnection(asyncio.Protocol):
         self._turn_over = False
         self._update_reading()
 
-    def _serve(self, view: memoryview, end: int, own_buffer: bool) -> int:
-        """Serve the whole frames in ``view[:end]``: the position after the last frame served, or
+    def _serve(self, data: bytes, end: int, buffer: memoryview | None) -> int:
+        """Serve the whole frames in ``data[:end]``: the position after the last frame served, or
         -1 when the connection is to close. The answers made at once are left in ``_unsent`` for
         the caller's ``_end_pass`` (or the next write) to send.
 
-        Each frame is copied out as ``bytes``, which the decoders read fastest (see
-        ``protocol.frames``); with ``own_buffer`` (a large frame read into a buffer of its own)
-        the dispatcher also gets that writable buffer, for Produce to write its batches from."""
+        Each frame is sliced out as ``bytes``, which the decoders read fastest (see
+        ``protocol.frames``); ``buffer`` (a large frame read into a buffer of its own) is the
+        same bytes writable, whose piece the dispatcher also gets, for Produce to write its
+        batches from."""
         pos = 0
         out: list[Any] = []
         out_bytes = 0
@@ -341,15 +341,15 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             if self._backlogged():
                 break  # the rest waits in the buffer: resume_writing or _flush serves it
-            (size,) = _SIZE.unpack_from(view, pos)
+            size = int32_at(data, pos)
             if size < 0 or size > self.max_frame:
                 limit = "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
                 self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
                 return -1
             if end - pos - 4 < size:
                 break
-            piece = view[pos + 4 : pos + 4 + size]
-            frame = piece.tobytes()
+            frame = data[pos + 4 : pos + 4 + size]
+            piece = buffer[pos + 4 : pos + 4 + size] if buffer is not None else None
             pos += 4 + size
             # (While re-authenticating, the authenticator below decides what may be sent.)
             if (
@@ -366,7 +366,7 @@ class KafkaConnection(asyncio.Protocol):
                 if not self._may_send(frame, out):
                     return -1
             try:
-                result = self.dispatcher.dispatch(frame, self, piece if own_buffer else None)
+                result = self.dispatcher.dispatch(frame, self, piece)
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
                 return -1
