@@ -32,7 +32,7 @@ from typing import Any, Generic
 import structlog
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
-from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, TransactionMarker
+from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, Responder, TransactionMarker
 from kcoord.runtime.partitioning import PARTITION_CACHE_KEYS, partition_for
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import CoordinatorShard, S, Write
@@ -159,6 +159,24 @@ class _ShardWriter:
         batch.settle(None)
 
 
+class _Release:
+    """Answers an operation's responders once its write is durable (NOT_COORDINATOR if it failed).
+    An object, not a closure: compiled, a closure would hold ``Actor._commit``'s whole scope, the
+    outcome's records with it, until the flush."""
+
+    __slots__ = ("responses", "runtime")
+
+    def __init__(self, responses: list[tuple[Responder, Any]], runtime: CoordinatorRuntime[Any]) -> None:
+        self.responses = responses
+        self.runtime = runtime
+
+    def __call__(self, exc: BaseException | None) -> None:
+        for responder, value in self.responses:
+            responder(KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) if exc else value)
+        if exc is not None:
+            self.runtime.fail(exc)
+
+
 class Actor:
     """The mailbox of one key; operations run one at a time, in arrival order."""
 
@@ -227,16 +245,7 @@ class Actor:
             for responder, value in outcome.responses:
                 responder(value)
             return
-        responses = outcome.responses
-        runtime = self.runtime
-
-        def release(exc: BaseException | None) -> None:
-            for responder, value in responses:
-                responder(KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) if exc else value)
-            if exc is not None:
-                runtime.fail(exc)
-
-        pending.add(release)
+        pending.add(_Release(outcome.responses, self.runtime))
 
     def _arm_timer(self) -> None:
         deadline = None if self.partition_wide else self.shard.state.next_deadline(self.key)
