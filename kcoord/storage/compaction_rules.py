@@ -69,6 +69,19 @@ class CoordinatorRules:
     def retain_empty(self, h: BatchHeader, last_of_producer: bool) -> bool:
         return False
 
+    @property
+    def history_key_prefixes(self) -> tuple[bytes, ...]:
+        return self.history.key_prefixes if self.history is not None else ()
+
+    def unchanged_until(self, earliest_timestamp: int) -> int | None:
+        # What a pass removed nothing of can go only by age: history after its retention, a
+        # tombstone (and the history it guards) and a marker after delete.retention.ms, each
+        # counted from a timestamp no older than the log's earliest. Records written since that
+        # are history of their keys add nothing removable before then either.
+        if self.history is None:
+            return None
+        return earliest_timestamp + min(self.history.retention_ms, self.delete_retention_ms)
+
 
 @dataclass(frozen=True)
 class DataTopicRules:
@@ -97,3 +110,10 @@ class DataTopicRules:
 
     def retain_superseded(self, key: bytes, timestamp: int, now_ms: int, tombstone_at: int | None) -> bool:
         return False  # a compacted topic keeps the latest record of each key, as Kafka
+
+    @property
+    def history_key_prefixes(self) -> tuple[bytes, ...]:
+        return ()
+
+    def unchanged_until(self, earliest_timestamp: int) -> int | None:
+        return None  # any record written since may replace one: every pass may remove something

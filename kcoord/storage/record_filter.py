@@ -193,6 +193,28 @@ def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
         pos = end
 
 
+def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) -> bool:
+    """Whether every record of a batch (its uncompressed records) has a key starting with one of
+    ``prefixes``: the cleaner's check that a log gained only history (a C loop, no objects made
+    per record)."""
+    try:
+        records.check_records_count(h, len(body))
+        pos = 0
+        for _ in range(h.records_count):
+            length, pos = _varint(body, pos)
+            end = pos + length
+            pos += 1  # attributes
+            _ts_delta, pos = _varint(body, pos)
+            _off_delta, pos = _varint(body, pos)
+            klen, pos = _varint(body, pos)
+            if klen < 0 or not body.startswith(prefixes, pos, pos + klen):
+                return False
+            pos = end
+    except (IndexError, ValueError, OverflowError):
+        raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
+    return True
+
+
 def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int | None = None) -> bytearray:
     """The batch ``h`` holding only ``kept`` (records of ``body``, in order), with ``horizon``
     as its delete horizon if given (else the batch's own, if it has one). With nothing kept it

@@ -269,3 +269,88 @@ def test_no_history_is_todays_compaction(tmp_path: Path) -> None:
     asyncio.run(clean(a, now, DAY))
     asyncio.run(clean(b, now, DAY, HistoryRetention((b"k",), 0)))  # fill writes k keys
     assert contents(a) == contents(b)
+
+
+# --- passes that would remove nothing (stop 28) ----------------------------------------------------
+class _Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+def _history_log(tmp_path: Path, now: int) -> tuple[Log, LogCleaner, _Clock, list]:
+    """A log of history records only, after a first pass that removed nothing: (log, cleaner,
+    clock, the first pass's stats)."""
+    clock = _Clock(now)
+    lg = open_log(tmp_path / "p")
+    cleaner = LogCleaner(clock, DAY, 15000, 0.5, history=HISTORY)
+    cleaner.register(lg)
+    for i in range(30):
+        put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], now)
+    lg.roll()
+    first = asyncio.run(cleaner.clean_if_needed(lg))
+    assert first is not None and not first.skipped
+    assert first.records_in == first.records_out == 30  # every record is history within retention
+    return lg, cleaner, clock, [first]
+
+
+def _segment_files(lg: Log) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(lg.directory.iterdir()) if p.suffix != ".index"}
+
+
+def test_a_pass_is_skipped_while_only_unaged_history_came_since_one_that_removed_nothing(
+    tmp_path: Path,
+) -> None:
+    now = 10 * DAY
+    lg, cleaner, clock, _ = _history_log(tmp_path, now)
+    for i in range(30):
+        put(lg, [(b"h%d" % (i % 3), b"w%d" % i)], now + 1000)
+    lg.roll()
+    before, rows = _segment_files(lg), contents(lg)
+    skipped = asyncio.run(cleaner.clean_if_needed(lg))
+    assert skipped is not None and skipped.skipped and skipped.records_in == 30
+    assert _segment_files(lg) == before and contents(lg) == rows  # not rewritten
+    assert asyncio.run(cleaner.clean_if_needed(lg)) is None  # and not dirty any more
+    # Once the records could have aged (delete.retention.ms, shorter than the history's), a pass
+    # runs again, and takes what aged: nothing yet here, all of it within the history's 3 days.
+    clock.now = now + DAY
+    for i in range(60):
+        put(lg, [(b"h%d" % (i % 3), b"x%d" % i)], clock.now)
+    lg.roll()
+    ran = asyncio.run(cleaner.clean_if_needed(lg))
+    assert ran is not None and not ran.skipped and ran.records_in == 120
+    # Three days on, the history has aged: the pass after a skip-free stretch removes it.
+    clock.now = now + 4 * DAY
+    for i in range(150):
+        put(lg, [(b"h%d" % (i % 3), b"y%d" % i)], clock.now)
+    lg.roll()
+    aged = asyncio.run(cleaner.clean_if_needed(lg))
+    assert aged is not None and not aged.skipped and aged.records_out < aged.records_in
+    assert latest_view(contents(lg)) == {b"h0": b"y147", b"h1": b"y148", b"h2": b"y149"}
+
+
+@pytest.mark.parametrize("since", ["other type", "transaction"])
+def test_a_pass_runs_when_more_than_history_came_since_one_that_removed_nothing(
+    tmp_path: Path, since: str
+) -> None:
+    now = 10 * DAY
+    lg, cleaner, _clock, _ = _history_log(tmp_path, now)
+    for i in range(34):
+        put(lg, [(b"h%d" % (i % 3), b"w%d" % i)], now)
+    if since == "other type":
+        put(lg, [(b"k1", b"replaced")], now)
+        put(lg, [(b"k1", b"latest")], now)  # replaces a record history does not keep
+        lg.roll()
+    else:
+        put_txn(lg, 7, [(b"h1", b"in a transaction")], now)
+        lg.roll()
+        put_marker(lg, 7, False, now)  # aborted, in the active segment: its record goes
+    ran = asyncio.run(cleaner.clean_if_needed(lg))
+    assert ran is not None and not ran.skipped and ran.records_out < ran.records_in
+    kept = contents(lg)
+    if since == "other type":
+        assert [v for _o, k, v in kept if k == b"k1"] == [b"latest"]
+    else:
+        assert b"in a transaction" not in [v for _o, _k, v in kept]
