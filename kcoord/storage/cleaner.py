@@ -112,6 +112,7 @@ class CleanStats:
     end_offset: int = 0  # the cleaned segments end here: the first offset left dirty
     earliest_horizon: int | None = None  # the earliest delete horizon this pass stamped
     earliest_timestamp: int | None = None  # of the batches read (their first timestamps)
+    transactional: bool = False  # a transactional or control batch was read
     skipped: bool = False  # the pass was not needed: it would have removed nothing
 
 
@@ -269,6 +270,8 @@ def write_cleaned(
                 stats.records_in += h.records_count
                 if stats.earliest_timestamp is None or h.base_timestamp < stats.earliest_timestamp:
                     stats.earliest_timestamp = h.base_timestamp
+                if h.is_transactional or h.is_control:
+                    stats.transactional = True
                 kept_batch = _filter_batch(h, batch, latest, txns, rules, now_ms, stats, tombstones)
                 if kept_batch is not None:
                     out.write(kept_batch, h.base_offset)
@@ -596,7 +599,13 @@ class LogCleaner:
             entry.next_horizon = stats.earliest_horizon
             self.runs += 1
             until = None
-            if stats.records_out == stats.records_in and stats.earliest_timestamp is not None:
+            # A transactional record a later plain one replaces goes at once (it is never kept
+            # as history): after a pass that kept any, the next pass is not skipped.
+            if (
+                stats.records_out == stats.records_in
+                and stats.earliest_timestamp is not None
+                and not stats.transactional
+            ):
                 until = rules.unchanged_until(stats.earliest_timestamp)
             entry.unchanged_since = stats.end_offset if until is not None else None
             entry.unchanged_until = until

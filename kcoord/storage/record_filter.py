@@ -197,16 +197,20 @@ def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) ->
     """Whether every record of a batch (its uncompressed records) has a key starting with one of
     ``prefixes``: the cleaner's check that a log gained only history (a C loop, no objects made
     per record)."""
+    records.check_records_count(h, len(body))
     try:
-        records.check_records_count(h, len(body))
         pos = 0
         for _ in range(h.records_count):
             length, pos = _varint(body, pos)
             end = pos + length
+            if end > len(body):
+                raise IndexError(end)  # startswith would read a cut key as a whole one
             pos += 1  # attributes
             _ts_delta, pos = _varint(body, pos)
             _off_delta, pos = _varint(body, pos)
             klen, pos = _varint(body, pos)
+            if pos + klen > end:
+                raise IndexError(pos + klen)
             if klen < 0 or not body.startswith(prefixes, pos, pos + klen):
                 return False
             pos = end

@@ -354,3 +354,37 @@ def test_a_pass_runs_when_more_than_history_came_since_one_that_removed_nothing(
         assert [v for _o, k, v in kept if k == b"k1"] == [b"latest"]
     else:
         assert b"in a transaction" not in [v for _o, _k, v in kept]
+
+
+def test_a_pass_runs_after_one_that_kept_a_transactional_record_history_replaces(tmp_path: Path) -> None:
+    # A committed transactional commit is never kept as history once replaced: the plain commit
+    # that replaces it makes the next pass worth running, though it is a history record itself.
+    now = 10 * DAY
+    clock = _Clock(now)
+    lg = open_log(tmp_path / "p")
+    cleaner = LogCleaner(clock, DAY, 15000, 0.5, history=HISTORY)
+    cleaner.register(lg)
+    put_txn(lg, 7, [(b"h1", b"in a transaction")], now)
+    put_marker(lg, 7, True, now)
+    for i in range(30):
+        put(lg, [(b"h%d" % (2 + i % 3), b"v%d" % i)], now)
+    lg.roll()
+    first = asyncio.run(cleaner.clean_if_needed(lg))
+    assert first is not None and first.records_in == first.records_out  # all kept
+    for i in range(40):
+        put(lg, [(b"h1", b"w%d" % i)], now)
+    lg.roll()
+    ran = asyncio.run(cleaner.clean_if_needed(lg))
+    assert ran is not None and not ran.skipped
+    assert b"in a transaction" not in [v for _o, _k, v in contents(lg)]
+
+
+def test_a_key_cut_short_by_its_batch_is_corrupt_not_history() -> None:
+    from kcoord.storage import record_filter
+
+    data = records.build_batch([(b"h-a-key-of-some-length", b"v")], 0)
+    h = records.read_header(data)
+    body = record_filter.records_body(data, h)
+    assert record_filter.keys_start_with(body, h, (b"h",))
+    with pytest.raises(records.InvalidBatch):
+        record_filter.keys_start_with(body[:-6], h, (b"h",))  # the record ends inside its key
