@@ -436,6 +436,7 @@ class PartitionManager:
             flush_ms=int(effective("flush.ms", configs, c)),
             roll_jitter_ms=int(effective("segment.jitter.ms", configs, c)),
             preallocate=effective("preallocate", configs, c).lower() == "true",
+            cache_retain_bytes=c.log_cache_retain_bytes,
         )
 
     def _open_partition(self, topic: Topic, index: int) -> Partition:

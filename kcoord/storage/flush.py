@@ -68,6 +68,10 @@ class Segment(Protocol):
 
     def unpin(self) -> None: ...
 
+    def drop_synced_pages(self) -> None:
+        """The sync made the file's written bytes clean: the page cache may let old ones go."""
+        ...
+
 
 class Log(Protocol):
     """What the flusher needs of a log: where it ends, and which of its files hold unsynced bytes."""
@@ -339,13 +343,15 @@ class Flusher:
     def _sync_segments(self, segments: list[Segment]) -> None:
         """Make the segments' written bytes durable (runs on the flusher's thread)."""
         fs = self._fs
+        rest = segments
         if fs is not None and len(segments) >= SYNCFS_MIN_FILES:
             rest = [seg for seg in segments if not fs.covers(seg)]
             if len(rest) < len(segments):
                 fs.sync()
-            segments = rest
-        for seg in segments:
+        for seg in rest:
             seg.fsync()
+        for seg in segments:
+            seg.drop_synced_pages()
 
     def close(self) -> None:
         if self._fs is not None:

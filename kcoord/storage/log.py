@@ -99,6 +99,9 @@ class LogConfig:
     # Kafka's preallocate / log.preallocate: the active segment's file is grown ahead of its
     # appends (kcoord/storage/preallocation.py).
     preallocate: bool = True
+    # log.cache.retain.bytes: synced bytes further than this behind a segment's end are dropped
+    # from the page cache (Segment.drop_synced_pages); -1 leaves them to the kernel.
+    cache_retain_bytes: int = -1
 
 
 @dataclass(init=False)
@@ -214,6 +217,8 @@ class Log:
         self.high_watermark = self.log_end_offset
         self.active_roll_jitter_ms = self._draw_jitter()
         self.segments[-1].preallocate_bytes = self._preallocate_bytes
+        for seg in self.segments:
+            seg.cache_retain_bytes = config.cache_retain_bytes
         return self
 
     def _draw_jitter(self) -> int:
@@ -321,6 +326,7 @@ class Log:
         )
         seg.load(recover=False)
         seg.persist_indexes(keep_open=True)
+        seg.cache_retain_bytes = self.config.cache_retain_bytes
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.active_roll_jitter_ms = self._draw_jitter()

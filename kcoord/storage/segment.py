@@ -18,6 +18,10 @@ from kcoord.storage.txn_index import TransactionIndex
 log = structlog.get_logger(__name__)
 
 _SCAN_CHUNK: Final = 1 << 20
+_PAGE_BYTES: Final = 4096
+# Synced pages are dropped in steps of at least this much: one fadvise call per few flush rounds
+# of a busy partition, not one per round.
+DROP_MIN_BYTES: Final = 1 << 20
 
 
 def segment_name(base_offset: int) -> str:
@@ -49,6 +53,10 @@ class Segment:
         # write), and was grown up to ``_grown_to`` (0: not by this object; see preallocation.py).
         self.preallocate_bytes = preallocate_bytes
         self._grown_to = 0
+        # Synced bytes more than this far behind the end leave the page cache (-1: they stay; see
+        # drop_synced_pages), and they were dropped up to ``_dropped_to``.
+        self.cache_retain_bytes = -1
+        self._dropped_to = 0
 
     # --- opening ---------------------------------------------------------------------------
     def load(self, recover: bool) -> int:
@@ -254,6 +262,26 @@ class Segment:
         if self.fd >= 0:
             os.fdatasync(self.fd)
             self.txn_index.fsync()
+
+    def drop_synced_pages(self) -> None:
+        """Ask the kernel to drop this file's cached pages more than ``cache_retain_bytes`` behind
+        its end; called after a sync, when they are clean.
+
+        On this machine kind a 100 KiB pwrite took 36 us of kernel time while the page cache had
+        pages to recycle and 290 us once ~3 GB had been written and each write took fresh ones
+        (``copy_folio_from_iter_atomic`` was 65 % of a producing broker's CPU). Dropping what the
+        readers at the end no longer need keeps writes on recycled pages: 40 us through 10 GB.
+        Only clean pages go (the kernel skips dirty ones), so this never loses a byte; a reader
+        further behind reads from the disk.
+        """
+        retain = self.cache_retain_bytes
+        if retain < 0 or self.fd < 0:
+            return
+        upto = (self.size - retain) & ~(_PAGE_BYTES - 1)
+        if upto - self._dropped_to < DROP_MIN_BYTES:
+            return
+        os.posix_fadvise(self.fd, self._dropped_to, upto - self._dropped_to, os.POSIX_FADV_DONTNEED)
+        self._dropped_to = upto
 
     def pin(self) -> None:
         self._pins += 1

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import mmap
+import os
 import threading
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 from kcoord.protocol.records import build_batch, read_header
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
+from kcoord.storage.segment import DROP_MIN_BYTES
 
 
 def test_deferred_appends_are_synced_in_the_round_that_runs_them(tmp_path: Path) -> None:
@@ -277,3 +281,81 @@ def test_a_round_nobody_waits_for_never_blocks_the_loop(tmp_path: Path) -> None:
         return on_loop
 
     assert asyncio.run(main())[:1] == [False]
+
+
+def _resident(path: Path) -> list[bool]:
+    """Which of the file's pages are in the page cache (mincore(2) over a mapping of it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    c = ctypes
+    libc.mmap.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_int, c.c_int, c.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = (size + PAGE - 1) // PAGE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        vec = (ctypes.c_ubyte * pages)()
+        try:
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return [bool(v & 1) for v in vec]
+
+
+PAGE = 4096
+
+
+@pytest.mark.parametrize("retain", [2 << 20, -1], ids=["retain-2MiB", "page-cache-decides"])
+def test_synced_pages_behind_the_retained_tail_leave_the_page_cache(tmp_path: Path, retain: int) -> None:
+    """A producing partition's synced pages further behind its end than log.cache.retain.bytes are
+    dropped after the round that synced them; the tail stays cached, and every record reads back."""
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"x" * (1 << 20))
+    fd = os.open(probe, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    if any(_resident(probe)):
+        pytest.skip("this filesystem keeps pages through POSIX_FADV_DONTNEED (tmpfs?)")
+    values = [os.urandom(100_000) for _ in range(120)]  # ~12 MB
+
+    async def main() -> Log:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1, cache_retain_bytes=retain), flusher)
+        flusher.start()
+        done: list[BaseException | None] = []
+        for i, value in enumerate(values):
+            data = build_batch([(b"k", value)], 1)
+            log_.append(data, [read_header(data)], 1)
+            if i % 10 == 9:
+                flusher.when_durable(log_, done.append)
+                while len(done) < (i + 1) // 10:
+                    await asyncio.sleep(0.001)
+        assert done == [None] * 12
+        await flusher.stop()
+        return log_
+
+    log_ = asyncio.run(main())
+    resident = _resident(log_.active.path)
+    size = log_.active.size  # the file runs further: preallocated
+    tail = resident[(size - (2 << 20)) // PAGE : size // PAGE]
+    assert sum(tail) >= len(tail) * 0.9  # the retained end is still cached
+    head = resident[: (size - (2 << 20) - DROP_MIN_BYTES) // PAGE]
+    if retain < 0:
+        assert sum(head) >= len(head) * 0.9
+    else:
+        assert not any(head)
+    got = []
+    offset = 0
+    while offset < log_.high_watermark:
+        data = log_.read(offset, 1 << 20)
+        h = read_header(data)
+        got.append(data[: h.size])
+        offset = h.last_offset + 1
+    assert [bytes(g[-100_000 - 1 : -1]) for g in got] == values
+    log_.close()

@@ -145,6 +145,15 @@ def test_the_topic_config_and_its_broker_synonym_reach_the_log(tmp_path: Path) -
     assert pm.log_config({"preallocate": "true"}).preallocate is True
 
 
+def test_log_cache_retain_bytes_reaches_the_partition_logs(tmp_path: Path) -> None:
+    flusher = Flusher("always", directory=tmp_path)
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock())
+    assert pm.log_config({}).cache_retain_bytes == 16 << 20
+    config = BrokerConfig(log_dirs=str(tmp_path), log_cache_retain_bytes=-1)
+    pm = PartitionManager(config, flusher, ManualClock())
+    assert pm.log_config({}).cache_retain_bytes == -1
+
+
 @pytest.mark.parametrize("tail", [bytes(4096), b"\x00\x00\x00\x00\x00\x00\x00\x09half a batch"])
 def test_a_trusted_segment_with_bytes_past_its_batches_is_recovered(tmp_path: Path, tail: bytes) -> None:
     """A log opened without recovery (a coordinator log after a clean shutdown) whose active
