@@ -247,7 +247,7 @@ class KafkaConnection(asyncio.Protocol):
         ):
             # Served from a copy: serving may clear or refill self._buf (closing, reading on).
             buf, self._buf = self._buf, bytearray()
-            pos = self._serve(bytes(buf), len(buf), None)
+            pos = self._serve(bytes(buf), 0, len(buf), None)
             if pos >= 0:
                 del buf[:pos]
                 buf += self._buf
@@ -259,54 +259,63 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._turn_bytes += len(data)
+        pos = 0
         large = self._large
         if large is not None:
             have = self._large_len
             n = min(len(data), len(large) - have)
-            large[have : have + n] = data[:n]
+            # Through a view: slicing the bytes would copy the piece once more before it is stored.
+            with memoryview(data) as view:
+                large[have : have + n] = view[:n]
             self._large_len = have + n
             if self._large_len < len(large):
                 self._end_pass()
                 return
             self._large = None
             self._large_len = 0
+            # The buffer holds the frame without its size prefix: one copy makes it the frame's
+            # bytes, where slicing it out of the prefixed bytes copied it twice.
             with memoryview(large) as view:
-                served = self._serve(bytes(large), len(large), view)
+                served = self._serve(bytes(large), 0, len(large), view)
             if served < 0:
                 return
-            if served == 0:
-                self._buf += large  # backlogged meanwhile: served with what follows it
-            data = data[n:]
+            if served == 0:  # backlogged meanwhile: served with what follows it
+                self._buf += len(large).to_bytes(4, "big")
+                self._buf += large
+            pos = n
         if self._buf:
             # The start of a frame was kept from an earlier read: the frames are cut from the
             # bytes joined (the buffer is reused).
             buf, self._buf = self._buf, bytearray()
-            buf += data
+            with memoryview(data) as view:
+                buf += view[pos:]
             data = bytes(buf)
-            pos = self._serve(data, len(data), None)
+            pos = self._serve(data, 0, len(data), None)
             if pos >= 0:
-                self._keep(data[pos:])
-        elif data:
+                self._keep(data, pos)
+        elif pos < len(data):
             # Read whole frames, the usual case, are cut from the read's own bytes.
-            pos = self._serve(data, len(data), None)
+            pos = self._serve(data, pos, len(data), None)
             if 0 <= pos < len(data):
-                self._keep(data[pos:])
+                self._keep(data, pos)
         self._end_pass()
 
-    def _keep(self, rest: bytes) -> None:
-        """The bytes after the last whole frame read: a large frame of which at least half came
-        goes into a buffer of its own size, which the next reads fill; anything else is kept for
-        the next read."""
-        if len(rest) >= 4 and not self._backlogged():
-            size = int32_at(rest, 0)
-            # Only once half of it came: a size prefix alone must not make the broker allocate
-            # (and zero) up to socket.request.max.bytes for bytes nobody has sent.
-            if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > len(rest) >= (4 + size) // 2:
-                large = self._large = bytearray(4 + size)
-                large[: len(rest)] = rest
-                self._large_len = len(rest)
-                return
-        self._buf += rest
+    def _keep(self, data: bytes, pos: int) -> None:
+        """The bytes from ``pos`` on, after the last whole frame read: a large frame of which at
+        least half came goes into a buffer of its own size, which the next reads fill; anything
+        else is kept for the next read."""
+        rest = len(data) - pos
+        with memoryview(data) as view:
+            if rest >= 4 and not self._backlogged():
+                size = int32_at(data, pos)
+                # Only once half of it came: a size prefix alone must not make the broker allocate
+                # (and zero) up to socket.request.max.bytes for bytes nobody has sent.
+                if LARGE_FRAME_BYTES <= size <= self.max_frame and 4 + size > rest >= (4 + size) // 2:
+                    large = self._large = bytearray(size)  # the frame, without its size prefix
+                    large[: rest - 4] = view[pos + 4 :]
+                    self._large_len = rest - 4
+                    return
+            self._buf += view[pos:]
 
     def _end_pass(self) -> None:
         if self._turn_bytes >= READ_TURN_BYTES and not self._turn_over:
@@ -325,32 +334,36 @@ class KafkaConnection(asyncio.Protocol):
         self._turn_over = False
         self._update_reading()
 
-    def _serve(self, data: bytes, end: int, buffer: memoryview | None) -> int:
-        """Serve the whole frames in ``data[:end]``: the position after the last frame served, or
-        -1 when the connection is to close. The answers made at once are left in ``_unsent`` for
-        the caller's ``_end_pass`` (or the next write) to send.
+    def _serve(self, data: bytes, pos: int, end: int, buffer: memoryview | None) -> int:
+        """Serve the whole frames in ``data[pos:end]``: the position after the last frame served,
+        or -1 when the connection is to close. The answers made at once are left in ``_unsent``
+        for the caller's ``_end_pass`` (or the next write) to send.
 
         Each frame is sliced out as ``bytes``, which the decoders read fastest (see
-        ``protocol.frames``); ``buffer`` (a large frame read into a buffer of its own) is the
-        same bytes writable, whose piece the dispatcher also gets, for Produce to write its
-        batches from."""
-        pos = 0
+        ``protocol.frames``). With ``buffer``, ``data`` is one large frame without its size
+        prefix, read into a buffer of its own: ``buffer`` is the same bytes writable, which the
+        dispatcher also gets, for Produce to write its batches from."""
         out: list[Any] = []
         out_bytes = 0
         queue = self._queue
         while end - pos >= 4:
             if self._backlogged():
                 break  # the rest waits in the buffer: resume_writing or _flush serves it
-            size = int32_at(data, pos)
-            if size < 0 or size > self.max_frame:
-                limit = "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
-                self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
-                return -1
-            if end - pos - 4 < size:
-                break
-            frame = data[pos + 4 : pos + 4 + size]
-            piece = buffer[pos + 4 : pos + 4 + size] if buffer is not None else None
-            pos += 4 + size
+            if buffer is not None:
+                frame = data
+                pos = end
+            else:
+                size = int32_at(data, pos)
+                if size < 0 or size > self.max_frame:
+                    limit = (
+                        "sasl.server.max.receive.size" if self.authenticator else "socket.request.max.bytes"
+                    )
+                    self._close_after_pending(out, f"frame size {size} outside 0..{self.max_frame} ({limit})")
+                    return -1
+                if end - pos - 4 < size:
+                    break
+                frame = data[pos + 4 : pos + 4 + size]
+                pos += 4 + size
             # (While re-authenticating, the authenticator below decides what may be sent.)
             if (
                 self._session_expires is not None
@@ -366,7 +379,7 @@ class KafkaConnection(asyncio.Protocol):
                 if not self._may_send(frame, out):
                     return -1
             try:
-                result = self.dispatcher.dispatch(frame, self, piece)
+                result = self.dispatcher.dispatch(frame, self, buffer)
             except CloseConnection as e:
                 self._close_after_pending(out, str(e))
                 return -1
