@@ -211,8 +211,9 @@ def append_records(
     if not raw:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
     rules = part.topic.append_rules(services.config)
-    # Stamped in place: a request read whole into its own buffer is written to the log from it.
-    data = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
+    # Not copied: the log stamps a writable buffer (a request read into a buffer of its own) in
+    # place, and writes read-only bytes behind a stamped copy of each batch's start.
+    data: bytearray | memoryview = raw if isinstance(raw, memoryview) else memoryview(raw)
     if len(data) > rules.segment_bytes:
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, "records larger than segment.bytes")
     max_batch = rules.max_message_bytes

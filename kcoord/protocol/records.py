@@ -202,6 +202,15 @@ def assign_offset(buf: bytearray | memoryview, pos: int, base_offset: int, leade
     _I32.pack_into(buf, pos + 12, leader_epoch)
 
 
+def stamped_start(buf: bytes | memoryview, pos: int, base_offset: int, leader_epoch: int = 0) -> bytes:
+    """The first 16 bytes of the batch at ``pos`` as ``assign_offset`` would leave them: for a
+    batch written from bytes that cannot be stamped in place, ahead of the rest of it."""
+    return _I64.pack(base_offset) + bytes(buf[pos + 8 : pos + 12]) + _I32.pack(leader_epoch)
+
+
+STAMPED_BYTES: Final = 16  # what assign_offset writes: base offset, batch length, leader epoch
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Make a batch LogAppendTime: its max timestamp becomes the append time (CRC redone)."""
     (attrs,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)

@@ -259,12 +259,14 @@ class Log:
     # --- appending ---------------------------------------------------------------------------
     def append(
         self,
-        data: bytearray | memoryview,
+        data: bytes | bytearray | memoryview,
         headers: list[BatchHeader],
         now_ms: int,
         log_append_time: bool = False,
     ) -> AppendInfo:
-        """Assign offsets to validated batches in ``data`` (modified in place) and write them."""
+        """Assign offsets to validated batches in ``data`` and write them: stamped in place when
+        ``data`` is writable, else each batch's stamped start is written ahead of the rest of it
+        from ``data`` as it is (a Produce request read with other frames: no copy of its records)."""
         if self.closed:
             raise RuntimeError(f"log {self.directory} is closed")
         size = len(data)
@@ -277,19 +279,38 @@ class Log:
         if self._should_roll(size, incoming_ts, now_ms, last_offset):
             self.roll()
         first = offset = self.log_end_offset
+        if not isinstance(data, bytes) and not (isinstance(data, memoryview) and data.readonly):
+            buf: bytearray | memoryview = data
+        elif log_append_time:
+            buf = bytearray(data)  # the new timestamp changes the CRC over the whole batch
+        else:
+            pieces: list[bytes | memoryview] = []
+            view = memoryview(data)
+            written = 0
+            for h in headers:
+                pieces.append(records.stamped_start(view, h.position, offset))
+                pieces.append(view[h.position + records.STAMPED_BYTES : h.position + h.size])
+                written += h.size
+                h.base_offset = offset
+                offset = h.next_offset
+            self.active.append_pieces(pieces, written, headers)
+            return self._appended(first, offset)
         for h in headers:
-            records.assign_offset(data, h.position, offset)
+            records.assign_offset(buf, h.position, offset)
             h.base_offset = offset
             if log_append_time:
-                records.set_log_append_time(data, h.position, h.size, now_ms)
+                records.set_log_append_time(buf, h.position, h.size, now_ms)
                 h.max_timestamp = now_ms
                 h.attributes |= records.ATTR_TIMESTAMP_TYPE
             offset = h.next_offset
-        self.active.append(data, headers)
+        self.active.append(buf, headers)
+        return self._appended(first, offset, now_ms if log_append_time else -1)
+
+    def _appended(self, first: int, end: int, log_append_time: int = -1) -> AppendInfo:
         if not self.flusher.waits_for_disk:
             self._advance_hw(self.log_end_offset)
             self._apply_flush_limits()
-        return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+        return AppendInfo(first, end - 1, log_append_time, self.log_start_offset)
 
     def _apply_flush_limits(self) -> None:
         """flush.messages and flush.ms, as Kafka's UnifiedLog: unflushed messages are counted

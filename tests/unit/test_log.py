@@ -545,3 +545,41 @@ def test_batches_reads_in_windows_and_yields_every_batch_once(
     assert list(lg.batches()) == expected
     start, stop = expected[5][0].base_offset + 1, expected[30][0].base_offset
     assert list(lg.batches(start, stop)) == [(h, d) for h, d in expected if h.last_offset >= start][: 30 - 5]
+
+
+@pytest.mark.parametrize("log_append_time", [False, True], ids=["create-time", "log-append-time"])
+def test_read_only_batches_are_stored_as_batches_stamped_in_place(
+    tmp_path: Path, log_append_time: bool
+) -> None:
+    """A Produce request served from the bytes it was read in hands the log read-only records: the
+    log writes each batch's stamped start ahead of the rest (Segment.append_pieces), and the
+    segment must hold exactly what stamping a writable copy in place writes."""
+    batches = [
+        build_batch([(b"k%d" % i, bytes([i]) * (100 * i + 1), T0 + i) for i in range(n)]) for n in (1, 3, 7)
+    ]
+    logs = {"writable": open_log(tmp_path / "w"), "read-only": open_log(tmp_path / "r")}
+    for log in logs.values():
+        append(log, [T0])  # so that the stamped offsets are not zero
+    for batch in [*batches, b"".join(batches)]:  # one batch a call, then three in one
+        for kind, log in logs.items():
+            data = bytearray(batch) if kind == "writable" else memoryview(batch)
+            info = log.append(
+                data, list(records.iter_headers(data)), T0 + 99, log_append_time=log_append_time
+            )
+            assert info.log_append_time == (T0 + 99 if log_append_time else -1)
+    w, r = logs["writable"], logs["read-only"]
+    assert r.log_end_offset == w.log_end_offset == 1 + 2 * (1 + 3 + 7)
+    assert r.active.size == w.active.size
+    assert r.active.path.read_bytes()[: r.active.size] == w.active.path.read_bytes()[: w.active.size]
+    assert read_all(r) == read_all(w)
+    for log in logs.values():
+        log.close()
+
+
+def test_pieces_beyond_one_pwritev_are_written_whole(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    pieces: list[bytes | memoryview] = [bytes([i % 256]) * 3 for i in range(3000)]  # > IOV_MAX
+    assert log.active.append_pieces(pieces, 9000, []) == 0
+    assert log.active.size == 9000
+    assert log.active.path.read_bytes()[:9000] == b"".join(pieces)
+    log.close()
