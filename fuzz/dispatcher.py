@@ -23,12 +23,12 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with atheris.instrument_imports(include=["kcoord"], enable_loader_override=False):
-    from kcoord.apis.reply import Reply
     from kcoord.config import BrokerConfig
     from kcoord.protocol.errors import CloseConnection
     from kcoord.security.principal import ANONYMOUS
     from kcoord.server import dispatcher as dispatcher_module
     from kcoord.server.app import Broker
+    from kcoord.server.dispatcher import DeferredAnswer
 
 
 class HandlerFailed(Exception):
@@ -78,7 +78,7 @@ def one(data: bytes) -> None:
             result = broker.dispatcher.dispatch(data, conn)
         except CloseConnection:
             return
-        if isinstance(result, Reply):
+        if isinstance(result, DeferredAnswer):
             done: list[BaseException | None] = []
             result.then(lambda _v, e: done.append(e))
             for _ in range(3):  # let a coordinator operation run; long polls are left waiting

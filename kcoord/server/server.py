@@ -29,7 +29,6 @@ from typing import Any, Final, cast
 
 import structlog
 
-from kcoord.apis.reply import Reply
 from kcoord.endpoints import Endpoint
 from kcoord.protocol.errors import CloseConnection
 from kcoord.protocol.frames import int32_at
@@ -37,7 +36,7 @@ from kcoord.protocol.messages import ApiKey
 from kcoord.security.authenticator import AuthenticationFailure, SaslAuthenticator
 from kcoord.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from kcoord.server.connection_quotas import ConnectionQuotas
-from kcoord.server.dispatcher import Dispatcher, Frame
+from kcoord.server.dispatcher import DeferredAnswer, Dispatcher, Frame
 from kcoord.server.listeners import ListenerSecurity
 from kcoord.server.socket_metrics import ListenerStats
 
@@ -397,8 +396,8 @@ class KafkaConnection(asyncio.Protocol):
             if result is None:
                 continue
             # Not isinstance with ``bytes | list``: compiled, that builds a union object and runs
-            # Python's isinstance on it for every answer; a Reply is one native type check.
-            if not isinstance(result, Reply):
+            # Python's isinstance on it for every answer; a DeferredAnswer is one native type check.
+            if not isinstance(result, DeferredAnswer):
                 if queue:
                     slot = _Pending(self)
                     slot.data, slot.done = result, True
