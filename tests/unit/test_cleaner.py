@@ -280,9 +280,13 @@ class _Clock:
         return self.now
 
 
+def _segment_files(lg: Log) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(lg.directory.iterdir()) if p.suffix != ".index"}
+
+
 def _history_log(tmp_path: Path, now: int) -> tuple[Log, LogCleaner, _Clock, list]:
-    """A log of history records only, after a first pass that removed nothing: (log, cleaner,
-    clock, the first pass's stats)."""
+    """A log of history records only, after a first pass that was skipped: it would have removed
+    nothing (log, cleaner, clock, the first pass's stats)."""
     clock = _Clock(now)
     lg = open_log(tmp_path / "p")
     cleaner = LogCleaner(clock, DAY, 15000, 0.5, history=HISTORY)
@@ -290,14 +294,12 @@ def _history_log(tmp_path: Path, now: int) -> tuple[Log, LogCleaner, _Clock, lis
     for i in range(30):
         put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], now)
     lg.roll()
+    before, rows = _segment_files(lg), contents(lg)
     first = asyncio.run(cleaner.clean_if_needed(lg))
-    assert first is not None and not first.skipped
+    assert first is not None and first.skipped
     assert first.records_in == first.records_out == 30  # every record is history within retention
+    assert _segment_files(lg) == before and contents(lg) == rows  # not rewritten
     return lg, cleaner, clock, [first]
-
-
-def _segment_files(lg: Log) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(lg.directory.iterdir()) if p.suffix != ".index"}
 
 
 def test_a_pass_is_skipped_while_only_unaged_history_came_since_one_that_removed_nothing(
@@ -377,6 +379,39 @@ def test_a_pass_runs_after_one_that_kept_a_transactional_record_history_replaces
     ran = asyncio.run(cleaner.clean_if_needed(lg))
     assert ran is not None and not ran.skipped
     assert b"in a transaction" not in [v for _o, _k, v in contents(lg)]
+
+
+@pytest.mark.parametrize("aged", ["first batch", "a later batch"])
+def test_a_first_pass_runs_when_a_record_of_the_log_may_have_aged(tmp_path: Path, aged: str) -> None:
+    """With no pass before it, a pass is skipped only if the whole log is unaged history: a
+    record older than delete.retention.ms (a day here) may go, wherever it is in the log (the
+    first batch's timestamp rules a skip out without reading keys; a later one is found by the
+    read)."""
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p")
+    cleaner = LogCleaner(_Clock(now), DAY, 15000, 0.5, history=HISTORY)
+    cleaner.register(lg)
+    for i in range(30):
+        old = (i == 0) if aged == "first batch" else (i == 20)
+        put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], now - 2 * DAY if old else now)
+    lg.roll()
+    ran = asyncio.run(cleaner.clean_if_needed(lg))
+    assert ran is not None and not ran.skipped and ran.records_in == 30
+
+
+def test_a_first_pass_runs_when_a_record_history_does_not_keep_was_replaced(tmp_path: Path) -> None:
+    now = 10 * DAY
+    lg = open_log(tmp_path / "p")
+    cleaner = LogCleaner(_Clock(now), DAY, 15000, 0.5, history=HISTORY)
+    cleaner.register(lg)
+    for i in range(30):
+        put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], now)
+    put(lg, [(b"k1", b"replaced")], now)
+    put(lg, [(b"k1", b"latest")], now)
+    lg.roll()
+    ran = asyncio.run(cleaner.clean_if_needed(lg))
+    assert ran is not None and not ran.skipped and ran.records_out == ran.records_in - 1
+    assert [v for _o, k, v in contents(lg) if k == b"k1"] == [b"latest"]
 
 
 def test_a_key_cut_short_by_its_batch_is_corrupt_not_history() -> None:
