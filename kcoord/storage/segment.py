@@ -23,6 +23,7 @@ _IOV_MAX: Final = 1024  # Linux's limit of buffers per pwritev
 # Synced pages are dropped in steps of at least this much: one fadvise call per few flush rounds
 # of a busy partition, not one per round.
 DROP_MIN_BYTES: Final = 1 << 20
+DROP_MAX_BYTES: Final = 64 << 20
 
 
 def segment_name(base_offset: int) -> str:
@@ -294,11 +295,21 @@ class Segment:
         retain = self.cache_retain_bytes
         if retain < 0 or self.fd < 0:
             return
+        start = self._dropped_to
         upto = (self.size - retain) & ~(_PAGE_BYTES - 1)
-        if upto - self._dropped_to < DROP_MIN_BYTES:
+        if upto - start < DROP_MIN_BYTES:
             return
-        os.posix_fadvise(self.fd, self._dropped_to, upto - self._dropped_to, os.POSIX_FADV_DONTNEED)
-        self._dropped_to = upto
+        # A bounded step: a segment reopened after a restart is dropped a step per round, not
+        # gigabytes at once on a round that syncs on the event loop's thread.
+        upto = min(upto, start + DROP_MAX_BYTES)
+        try:
+            os.posix_fadvise(self.fd, start, upto - start, os.POSIX_FADV_DONTNEED)
+        except OSError as e:  # a hint, which must never fail the round that made the bytes durable
+            log.warning("page cache hint refused", segment=str(self.path), error=str(e))
+            self.cache_retain_bytes = -1
+            return
+        # Two rounds in flight may both get here: the mark only moves forward.
+        self._dropped_to = max(self._dropped_to, upto)
 
     def pin(self) -> None:
         self._pins += 1

@@ -381,7 +381,7 @@ def test_a_pass_runs_after_one_that_kept_a_transactional_record_history_replaces
     assert b"in a transaction" not in [v for _o, _k, v in contents(lg)]
 
 
-@pytest.mark.parametrize("aged", ["first batch", "a later batch"])
+@pytest.mark.parametrize("aged", ["first batch", "a later batch", "no timestamp"])
 def test_a_first_pass_runs_when_a_record_of_the_log_may_have_aged(tmp_path: Path, aged: str) -> None:
     """With no pass before it, a pass is skipped only if the whole log is unaged history: a
     record older than delete.retention.ms (a day here) may go, wherever it is in the log (the
@@ -393,7 +393,8 @@ def test_a_first_pass_runs_when_a_record_of_the_log_may_have_aged(tmp_path: Path
     cleaner.register(lg)
     for i in range(30):
         old = (i == 0) if aged == "first batch" else (i == 20)
-        put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], now - 2 * DAY if old else now)
+        ts = (-1 if aged == "no timestamp" else now - 2 * DAY) if old else now
+        put(lg, [(b"h%d" % (i % 3), b"v%d" % i)], ts)
     lg.roll()
     ran = asyncio.run(cleaner.clean_if_needed(lg))
     assert ran is not None and not ran.skipped and ran.records_in == 30
