@@ -24,9 +24,7 @@ runs on the event loop, so writers never wait for the cleaner.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,12 +39,12 @@ from kcoord.storage import record_filter
 from kcoord.storage.compaction_rules import CoordinatorRules, HistoryRetention
 from kcoord.storage.log import Log
 from kcoord.storage.segment import Segment, segment_name
+from kcoord.storage.switch_interval import handing_back_the_gil_often
 
 log = structlog.get_logger(__name__)
 
 _READ_CHUNK = 4 << 20
 LONG_MAX = 9223372036854775807  # max.compaction.lag.ms's default: no deadline
-PASS_SWITCH_INTERVAL_S = 0.0005  # sys.setswitchinterval while a cleaning pass runs
 
 
 class CleaningRules(Protocol):
@@ -438,29 +436,6 @@ def _clean_in_thread(
     return dirty, paths, stats
 
 
-_passes_running = 0
-_switch_interval = 0.0
-
-
-@contextlib.contextmanager
-def _gil_handed_back_often() -> Iterator[None]:
-    """While a pass runs, the cleaner thread hands the GIL back every 0.5 ms instead of Python's
-    5 ms: the event loop thread waits for the GIL whenever it wakes, so every request answered
-    during a pass paid up to the switch interval (bench/compaction.py: produce p99 0.5 ms idle,
-    10-14 ms during passes)."""
-    global _passes_running, _switch_interval
-    if _passes_running == 0:
-        _switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(_switch_interval, PASS_SWITCH_INTERVAL_S))
-    _passes_running += 1
-    try:
-        yield
-    finally:
-        _passes_running -= 1
-        if _passes_running == 0:
-            sys.setswitchinterval(_switch_interval)
-
-
 async def compact(
     log_: Log, rules: CleaningRules, now_ms: int, unchanged_since: int | None = None
 ) -> CleanStats | None:
@@ -478,7 +453,7 @@ async def compact(
     for seg in segments:
         seg.pin()  # the worker thread reads them; their files must stay open meanwhile
     try:
-        with _gil_handed_back_often():
+        with handing_back_the_gil_often():
             result = await loop.run_in_executor(
                 None,
                 _clean_in_thread,
