@@ -42,9 +42,9 @@ from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.records import BatchHeader
 from kcoord.storage.atomic import atomic_write
-from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig, OffsetOutOfRange
+from kcoord.storage.log_cleaner import LogCleaner
 from kcoord.storage.txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)

@@ -36,9 +36,9 @@ from kcoord.runtime.outcome import Operation, Outcome, Producer, Record, Respond
 from kcoord.runtime.partitioning import PARTITION_CACHE_KEYS, partition_for
 from kcoord.runtime.records import RecordRegistry
 from kcoord.runtime.shard import CoordinatorShard, S, Write
-from kcoord.storage.cleaner import LogCleaner
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig
+from kcoord.storage.log_cleaner import LogCleaner
 from kcoord.storage.switch_interval import background_work_ended, background_work_started
 
 log = structlog.get_logger(__name__)

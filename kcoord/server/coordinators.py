@@ -43,9 +43,10 @@ from kcoord.runtime.runtime import CoordinatorRuntime
 from kcoord.share.config import share_partition_config
 from kcoord.share.records import SHARE_RECORDS
 from kcoord.share.store import ShareGroups
-from kcoord.storage.cleaner import HistoryRetention, LogCleaner
+from kcoord.storage.compaction_rules import HistoryRetention
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import LogConfig
+from kcoord.storage.log_cleaner import LogCleaner
 from kcoord.transaction import TRANSACTION_STATE_TOPIC
 from kcoord.transaction.coordinator import (
     MarkerJob,

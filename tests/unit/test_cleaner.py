@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from kcoord.protocol import records
-from kcoord.storage.cleaner import HistoryRetention, LogCleaner, TxnScan, clean, write_cleaned
+from kcoord.storage.cleaner import HistoryRetention, TxnScan, clean, write_cleaned
 from kcoord.storage.compaction_rules import CoordinatorRules
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import CLEANING_FILE, Log, LogConfig
+from kcoord.storage.log_cleaner import LogCleaner
 
 DAY = 86_400_000
 
