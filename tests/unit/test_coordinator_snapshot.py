@@ -70,6 +70,23 @@ def test_the_file_round_trips() -> None:
     assert decoded == sorted(entries)
 
 
+def test_the_file_has_the_documented_layout() -> None:
+    """docs/coordinator-records.md's layout field by field: a broker of another version reads
+    these files (and refuses another layout only by its version)."""
+    entries = [
+        (7, 100, 2, b"\x00\x01k2", b"v2"),
+        (3, NO_PRODUCER, 0, b"\x00\x01k", None),
+        (5, NO_PRODUCER, 0, b"\x00\x01k3", b""),
+    ]
+    body = struct.pack(">qih", 9, 3, len(NAME)) + NAME.encode()
+    for offset, pid, epoch, key, value in sorted(entries):
+        body += struct.pack(">q", offset) + struct.pack(">q", pid) + struct.pack(">h", epoch)
+        body += struct.pack(">i", len(key)) + key
+        body += struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)) + value
+    expected = b"KCSNAP\r\n" + struct.pack(">h", 1) + struct.pack(">I", crc32c.crc32c(body)) + body
+    assert bytes(encode_snapshot(NAME, 9, list(entries))) == expected
+
+
 def flip_byte(data: bytes) -> bytes:
     i = len(data) // 2
     return data[:i] + bytes([data[i] ^ 0x40]) + data[i + 1 :]
