@@ -18,6 +18,11 @@ to make a small write durable: an append + fdatasync (what kcoord does) and an o
 file already written and synced + fdatasync (no metadata to journal; what a preallocating log
 could do); the median, not the mean, keeps the ceiling an upper bound under a skewed distribution.
 
+Each way's kernel CPU per write + sync (``sys_us``, from the thread's rusage) is printed too: a
+broker that syncs before answering pays at least that for every sync, however little its own
+code costs, and with N requests in flight at least that over N per request (the CPU floor of the
+depth-1 rows, against a mock that syncs nothing).
+
 Produce rows move data, not requests: their ceiling is the disk's sequential write bandwidth, what
 a broker that makes every byte durable before answering can sustain. It is measured as new 1 MiB
 appends to a fresh file (kcoord's segments grow the same way) for ``BANDWIDTH_MB``, then one
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -50,7 +56,8 @@ def _overwrite_fdatasync(fd: int, i: int) -> None:
     os.fdatasync(fd)
 
 
-def _time(path: Path, write: Any, samples: int, prewrite: bool) -> list[float]:
+def _time(path: Path, write: Any, samples: int, prewrite: bool) -> tuple[list[float], float]:
+    """(seconds of each write + sync, the thread's kernel CPU microseconds per write + sync)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         if prewrite:
@@ -59,22 +66,25 @@ def _time(path: Path, write: Any, samples: int, prewrite: bool) -> list[float]:
         for i in range(20):  # warm up
             write(fd, i)
         out = []
+        sys0 = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
         for i in range(samples):
             t0 = time.perf_counter()
             write(fd, i)
             out.append(time.perf_counter() - t0)
-        return out
+        sys_s = resource.getrusage(resource.RUSAGE_THREAD).ru_stime - sys0
+        return out, sys_s / samples * 1e6
     finally:
         os.close(fd)
         path.unlink(missing_ok=True)
 
 
-def _summary(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
+def _summary(timed: tuple[list[float], float]) -> dict[str, float]:
+    xs = sorted(timed[0])
     return {
         "min_us": xs[0] * 1e6,
         "median_us": statistics.median(xs) * 1e6,
         "p99_us": xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1e6,
+        "sys_us": timed[1],
     }
 
 
@@ -110,6 +120,7 @@ def measure(
         "append_fdatasync": append,
         "overwrite_fdatasync": overwrite,
         "floor_us": min(append["median_us"], overwrite["median_us"]),
+        "sync_sys_us": min(append["sys_us"], overwrite["sys_us"]),
         "write_mb_s": mb_s,
     }
 
@@ -145,6 +156,7 @@ def describe(r: dict[str, Any]) -> str:
         f"(min {a['min_us']:.0f}, p99 {a['p99_us']:.0f}); overwrite + fdatasync median "
         f"{o['median_us']:.0f} us (min {o['min_us']:.0f}, p99 {o['p99_us']:.0f}); "
         f"floor {r['floor_us']:.0f} us per sync"
+        + (f", {r['sync_sys_us']:.0f} us of kernel CPU per sync" if r.get("sync_sys_us") is not None else "")
         + (
             f"; durable sequential writes {r['write_mb_s']:.0f} MB/s (the produce rows' ceiling)"
             if r.get("write_mb_s")

@@ -62,7 +62,9 @@ PRODUCE_P99_MS = 20.0
 PRODUCE_CPU_US = 100.0  # broker CPU per 100-record request
 REBALANCE_TARGET_MS = 40.0  # m1000, first JoinGroup answer to Stable
 RESTART_TARGET_S = 0.5  # 1 M offset-commit records over 10 k keys
-PEERS = ("kcoord", "mock", "tansu", "limit")
+PEERS = ("kcoord", "mock", "tansu", "limit", "pyfloor")
+# The Python floor (bench/python_floor.py) answers only what kload's commit workload sends.
+PYFLOOR_WORKLOADS = ("commit",)
 
 
 def load_kload_bench(tansu: str | None) -> ModuleType:
@@ -105,6 +107,11 @@ class Peers:
         }
         if tansu:
             cmds["tansu"] = (kb.BUILTIN_PEERS["tansu"][0], {})
+        # canned answers from Python on uvloop, this checkout's (peers run with cwd bench/kload/build)
+        cmds["pyfloor"] = (
+            f"env PYTHONPATH={common.REPO} {sys.executable} -m bench.python_floor --serve {{port}}",
+            {},
+        )
         if mockpeer:
             # kload's own mock settings (its topics, Kafka's rebalance delay, the leader's SyncGroup
             # delay its coordinator needs), with the binary built here
@@ -163,9 +170,11 @@ def summarise(
     recs: list[dict[str, Any]],
     sync_us: float | None = None,
     write_mb_s: float | None = None,
+    sync_sys_us: float | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of medians and same-repeat ratios; ``sync_us`` (the durability floor) gives the commit
-    rows their durable ceiling, ``write_mb_s`` (the disk's durable write rate) the produce rows'."""
+    rows their durable ceiling, ``write_mb_s`` (the disk's durable write rate) the produce rows',
+    ``sync_sys_us`` (the kernel CPU of one sync) the commit rows' CPU floor with the Python one."""
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in recs:
         by.setdefault((r["config"], r["peer"]), []).append(r)
@@ -205,12 +214,35 @@ def summarise(
         for other in PEERS[1:]:
             row[f"k_over_{other}"] = _same_repeat_ratio(valid, other, functools.partial(primary, wl))
         row["cpu_over_mock"] = _same_repeat_ratio(valid, "mock", functools.partial(cpu_us_per_req, wl))
+        # What no work at all costs a Python server on this row, against the same mock.
+        row["floor_cpu_over_mock"] = _same_repeat_ratio(
+            valid, "mock", functools.partial(cpu_us_per_req, wl), mine="pyfloor"
+        )
+        # A durable broker also pays at least one sync's kernel CPU per c x d requests in flight.
+        row["durable_floor_cpu_over_mock"] = (
+            _same_repeat_ratio(
+                valid,
+                "mock",
+                functools.partial(_plus_sync_share, wl, sync_sys_us / durability.in_flight(cid)),
+                mine="pyfloor",
+            )
+            if wl == "commit" and sync_sys_us is not None
+            else None
+        )
         limit = row["peers"].get("limit")
         row["durable_ceiling"] = (
             durability.ceiling(durability.in_flight(cid), limit["value"], sync_us)
             if wl == "commit" and limit is not None
             else write_mb_s
             if wl == "produce"
+            else None
+        )
+        floor = row["peers"].get("pyfloor")
+        # The durable ceiling of a server whose every answer costs the Python floor's time: what a
+        # broker in Python could reach at best, whatever its work.
+        row["floor_ceiling"] = (
+            durability.ceiling(durability.in_flight(cid), floor["value"], sync_us)
+            if wl == "commit" and floor is not None and floor["value"]
             else None
         )
         row["target"], row["met"] = judge(row)
@@ -225,10 +257,18 @@ def cpu_us_per_req(wl: str, rec: dict[str, Any]) -> float | None:
     return rec["server_cpu_cores"] / rec["rps"] * 1e6
 
 
-def _same_repeat_ratio(valid: dict[str, dict[int, dict[str, Any]]], other: str, value: Any) -> float | None:
-    """Median over repeats of kcoord's ``value`` / the other peer's in the same repeat."""
+def _plus_sync_share(wl: str, share_us: float, rec: dict[str, Any]) -> float | None:
+    """CPU µs per request of the Python floor's record plus a sync's share (the mock's: none)."""
+    cpu = cpu_us_per_req(wl, rec)
+    return None if cpu is None else cpu + share_us if rec.get("peer") == "pyfloor" else cpu
+
+
+def _same_repeat_ratio(
+    valid: dict[str, dict[int, dict[str, Any]]], other: str, value: Any, mine: str = "kcoord"
+) -> float | None:
+    """Median over repeats of ``mine``'s ``value`` (kcoord's) / the other peer's in the same repeat."""
     ratios = []
-    for rep, r in valid.get("kcoord", {}).items():
+    for rep, r in valid.get(mine, {}).items():
         o = valid.get(other, {}).get(rep)
         a, b = value(r), value(o) if o else None
         if a is not None and b:
@@ -246,7 +286,8 @@ def judge(row: dict[str, Any]) -> tuple[str, str]:
     parts: list[tuple[str, bool | None, str]] = []
     if wl in ("commit", "fetch-offsets"):
         r = row["cpu_over_mock"]
-        parts.append((f"CPU/req <= {CPU_OVER_MOCK}x mock", None if r is None else r <= CPU_OVER_MOCK, _x(r)))
+        figure = _x(r) + _floor(row.get("floor_cpu_over_mock"), row.get("durable_floor_cpu_over_mock"))
+        parts.append((f"CPU/req <= {CPU_OVER_MOCK}x mock", None if r is None else r <= CPU_OVER_MOCK, figure))
         if durability.connections_and_depth(cid)[1] >= DEEP:
             r = row["k_over_mock"]
             ok = None if r is None else r >= THROUGHPUT_OVER_MOCK
@@ -259,8 +300,10 @@ def judge(row: dict[str, Any]) -> tuple[str, str]:
         elif wl == "commit":
             ceil = row["durable_ceiling"]
             r = k["value"] / ceil if ceil and k["value"] is not None else None
+            floor = row.get("floor_ceiling")
+            figure = _x(r) + _floor(floor / ceil if floor and ceil else None)
             parts.append(
-                (f">= {CEILING_SHARE}x durable ceiling", None if r is None else r >= CEILING_SHARE, _x(r))
+                (f">= {CEILING_SHARE}x durable ceiling", None if r is None else r >= CEILING_SHARE, figure)
             )
     elif wl == "produce" and durability.connections_and_depth(cid)[1] >= DEEP:
         v, p99, cpu = k["value"], k["p99_us"], k["cpu_us_per_req"]
@@ -310,6 +353,15 @@ def _x(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
+def _floor(ratio: float | None, with_syncs: float | None = None) -> str:
+    """The same figure for the Python floor, where it was measured (and with the kernel CPU of
+    one sync per c x d requests added)."""
+    if ratio is None:
+        return ""
+    syncs = "" if with_syncs is None else f"; with a sync per c x d requests {with_syncs:.2f}x"
+    return f" (Python floor {ratio:.2f}x{syncs})"
+
+
 def fmt(x: float | None, nd: int = 0) -> str:
     if x is None:
         return "-"
@@ -329,18 +381,20 @@ COLUMNS = (
     "Tansu p99 ms",
     "limit",
     "limit p99 ms",
+    "Python floor",
     "kcoord / mock",
     "kcoord / Tansu",
     "kcoord / limit",
     "kcoord CPU",
     "kcoord CPU us/req",
     "mock CPU us/req",
+    "Python floor CPU us/req",
     "kcoord RSS MB",
     "other CPU",
     "target",
     "met?",
 )
-TITLE = {"kcoord": "kcoord", "mock": "mock", "tansu": "Tansu", "limit": "limit"}
+TITLE = {"kcoord": "kcoord", "mock": "mock", "tansu": "Tansu", "limit": "limit", "pyfloor": "Python floor"}
 
 
 def render(rows: list[dict[str, Any]], extra_rows: list[dict[str, str]], repeats: int) -> str:
@@ -363,6 +417,9 @@ def render(rows: list[dict[str, Any]], extra_rows: list[dict[str, str]], repeats
             if e["valid"] < e["runs"]:
                 val += f" ({e['valid']}/{e['runs']} valid)"
             cells[title] = val
+            if peer == "pyfloor":  # its CPU, not its latency or ratio, is what the targets need
+                cells["Python floor CPU us/req"] = fmt(e["cpu_us_per_req"], 1)
+                continue
             cells[f"{title} p99 ms"] = fmt(e["p99_us"] / 1000, 2) if e["p99_us"] is not None else "-"
             if peer != "kcoord":
                 r = row[f"k_over_{peer}"]
@@ -386,7 +443,11 @@ def render(rows: list[dict[str, Any]], extra_rows: list[dict[str, str]], repeats
         "",
         "Throughput is req/s for commit/fetch-offsets (partitions/s = req/s x P), MB/s for produce/fetch.",
         "mock: librdkafka's mock cluster (kload's mockpeer, one C thread, memory only), the C peer of",
-        "issue 15's CPU and throughput targets. Rebalance rows: time from the first JoinGroup response",
+        "issue 15's CPU and throughput targets. Python floor (commit rows): canned answers from Python",
+        "on uvloop, no state, no log (bench/python_floor.py): what a Python server costs before any",
+        "work; 'Python floor' in a met? cell is its figure for the same target (for the durable ceiling:",
+        "the ceiling computed from its req/s instead of the limit server's). Rebalance rows: time from",
+        "the first JoinGroup response",
         "to all members Stable, lower is better;",
         "their ratios are kcoord's time / the peer's time and the CPU column is kcoord CPU seconds.",
         "kcoord CPU: cores busy during the measured window (kload reads /proc/PID/stat);",
@@ -524,7 +585,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--rows", default="", help="comma list of matrix row ids to keep, e.g. 'commit c8 d16 p1'"
     )
     ap.add_argument(
-        "--peers", default="kcoord,mock,tansu,limit", help="comma list of kcoord, mock, tansu, limit"
+        "--peers",
+        default="kcoord,mock,tansu,limit,pyfloor",
+        help="comma list of kcoord, mock, tansu, limit, pyfloor (the Python floor; commit rows only)",
     )
     ap.add_argument(
         "--kcoord-args", default="", help="extra `kcoord serve` flags (e.g. '--log-flush-policy os')"
@@ -645,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
             order = names[rep % len(names) :] + names[: rep % len(names)]
             for cid, wl, kargs in matrix:
                 for n in order:
+                    if n == "pyfloor" and wl not in PYFLOOR_WORKLOADS:
+                        continue
                     peer = peers.peers[n]
                     kb.run_kload(args, peer, wl, kargs, rep, cid, str(out))
                     if peer.proc.poll() is not None:
@@ -762,7 +827,13 @@ def report(
     meta_path = out / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     sync = meta.get("durability")
-    rows = summarise(matrix, recs, sync["floor_us"] if sync else None, (sync or {}).get("write_mb_s"))
+    rows = summarise(
+        matrix,
+        recs,
+        sync["floor_us"] if sync else None,
+        (sync or {}).get("write_mb_s"),
+        (sync or {}).get("sync_sys_us"),
+    )
     extra = [restart_cells(restart_result)] if restart_result else []
     if memory is not None:
         extra.append(memory_cells(memory))

@@ -102,3 +102,36 @@ def test_produce_above_the_disks_durable_rate_says_so() -> None:
         write_mb_s=450.0,
     )
     assert row["met"] == "NOT MET (>= 1000 MB/s: 400 MB/s, above the disk's durable 450 MB/s)"
+
+
+def test_the_python_floor_is_given_beside_each_commit_figure() -> None:
+    """A commit row's CPU and durable-ceiling figures name what canned answers from Python cost
+    on the same row: the share of a target no Python broker's work can recover."""
+    recs = [
+        rec("kcoord", "commit c1 d1 p1", 2_500, 0.2, 300),
+        rec("mock", "commit c1 d1 p1", 20_000, 0.5, 60),
+        rec("limit", "commit c1 d1 p1", 20_000, 0.3, 50),
+        rec("pyfloor", "commit c1 d1 p1", 10_000, 0.5, 100),
+    ]
+    row = judged("commit c1 d1 p1", "commit", recs, sync_us=150.0)
+    # kcoord 80 us/req, the floor 50, the mock 25; ceilings 1/(50+150 us) = 5,000 and
+    # 1/(100+150 us) = 4,000 req/s: kcoord at 0.5x, the floor's ceiling at 0.8x
+    assert row["met"] == (
+        "NOT MET (CPU/req <= 1.5x mock: 3.20x (Python floor 2.00x); "
+        ">= 0.9x durable ceiling: 0.50x (Python floor 0.80x))"
+    )
+    # A sync's kernel CPU (50 us) per request in flight comes on top: (50 + 50) / 25 us
+    (synced,) = summarise([("commit c1 d1 p1", "commit", "")], recs, 150.0, None, 50.0)
+    assert "CPU/req <= 1.5x mock: 3.20x (Python floor 2.00x; with a sync per c x d requests 4.00x)" in (
+        synced["met"]
+    )
+    deep = judged(
+        "commit c8 d16 p1",
+        "commit",
+        [
+            rec("kcoord", "commit c8 d16 p1", 40_000, 0.9, 900),
+            rec("mock", "commit c8 d16 p1", 50_000, 0.9, 1000),
+            rec("pyfloor", "commit c8 d16 p1", 100_000, 0.9, 500),
+        ],
+    )
+    assert deep["met"] == "met (1.25x (Python floor 0.50x); 0.80x; 0.90 vs 1.00 ms)"
