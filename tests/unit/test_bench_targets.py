@@ -122,8 +122,9 @@ def test_the_python_floor_is_given_beside_each_commit_figure() -> None:
     )
     # A sync's kernel CPU (50 us) per request in flight comes on top: (50 + 50) / 25 us
     (synced,) = summarise([("commit c1 d1 p1", "commit", "")], recs, 150.0, None, 50.0)
-    assert "CPU/req <= 1.5x mock: 3.20x (Python floor 2.00x; with a sync per c x d requests 4.00x)" in (
-        synced["met"]
+    assert (
+        "CPU/req <= 1.5x mock: 3.20x (Python floor 2.00x; with a sync per c x d requests 4.00x)"
+        in (synced["met"])
     )
     deep = judged(
         "commit c8 d16 p1",
