@@ -400,8 +400,11 @@ def _fetch_group(
     if group_id == "":
         _warn_empty_group(ctx, "OffsetFetch")
     # Kafka's OffsetFetch: topics named in the request that the principal may not describe are
-    # answered TOPIC_AUTHORIZATION_FAILED; with all topics asked for, they are left out.
-    named = None if wanted.topics is None else {t for t, _parts in wanted.topics}
+    # answered TOPIC_AUTHORIZATION_FAILED; with all topics asked for, they are left out. Without
+    # an authorizer every topic may be described: nothing to filter (two sets and a copy of the
+    # answer's list per request otherwise).
+    everything = services.authorizer is None
+    named = None if wanted.topics is None or everything else {t for t, _parts in wanted.topics}
     allowed = None if named is None else authorized_topics(services, ctx, _DESCRIBE, named)
 
     def op(store: GroupStore, now: int) -> Outcome:
@@ -419,7 +422,7 @@ def _fetch_group(
                 (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
                 for t, parts in data
             ]
-        out.respond(respond, (0, _authorized_only(services, ctx, allowed, data)))
+        out.respond(respond, (0, data if everything else _authorized_only(services, ctx, allowed, data)))
         return out
 
     services.groups.tell(group_id, op)

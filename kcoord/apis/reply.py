@@ -17,9 +17,11 @@ Consumer = Callable[[Any, BaseException | None], None]
 
 
 class Reply:
-    __slots__ = ("_consumer", "_done", "_error", "_value")
+    __slots__ = ("_build", "_consumer", "_done", "_error", "_value")
 
-    def __init__(self) -> None:
+    def __init__(self, build: Callable[[Any], Any] | None = None) -> None:
+        # What ``reply_with``'s responder (the Reply itself, called) makes the response with.
+        self._build = build
         self._consumer: Consumer | None = None
         self._done = False
         self._value: Any = None
@@ -29,10 +31,28 @@ class Reply:
     def done(self) -> bool:
         return self._done
 
+    def __call__(self, value: Any) -> None:
+        """``reply_with``'s responder: resolve with ``build(value)``; an exception fails it."""
+        if self._done:
+            return
+        if isinstance(value, BaseException):
+            self.fail(value)
+            return
+        build = self._build
+        if build is None:
+            raise TypeError("only reply_with's Reply is a responder")
+        try:
+            response = build(value)
+        except Exception as e:
+            self.fail(e)
+            return
+        self.resolve(response)
+
     def resolve(self, value: Any) -> None:
         if self._done:
             return
         self._done = True
+        self._build = None  # its closure may hold what holds this Reply: no cycle outlives it
         consumer = self._consumer
         if consumer is None:
             self._value = value
@@ -44,6 +64,7 @@ class Reply:
         if self._done:
             return
         self._done = True
+        self._build = None
         consumer = self._consumer
         if consumer is None:
             self._error = error
@@ -69,23 +90,12 @@ class Reply:
 
 
 def reply_with(build: Callable[[Any], Any]) -> tuple[Reply, Callable[[Any], None]]:
-    """A Reply and the responder that completes it with ``build(value)`` (an exception fails it)."""
-    reply = Reply()
+    """A Reply and the responder that completes it with ``build(value)`` (an exception fails it).
 
-    def respond(value: Any) -> None:
-        if reply._done:
-            return
-        if isinstance(value, BaseException):
-            reply.fail(value)
-            return
-        try:
-            response = build(value)
-        except Exception as e:
-            reply.fail(e)
-            return
-        reply.resolve(response)
-
-    return reply, respond
+    The responder is the Reply itself, called: one object per request where a closure over it
+    was three (the closure, its scope and the Reply), each allocated and freed per request."""
+    reply = Reply(build)
+    return reply, reply
 
 
 def reply_all(count: int, build: Callable[[list[Any]], Any]) -> tuple[Reply, list[Callable[[Any], None]]]:

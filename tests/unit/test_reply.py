@@ -78,3 +78,31 @@ def test_reply_all_waits_for_every_responder_in_order() -> None:
     empty, none = reply_all(0, lambda values: len(values))
     empty.then(lambda value, error: got.append((value, error)))
     assert none == [] and got[-1] == (0, None)
+
+
+def test_a_settled_reply_lets_its_build_go() -> None:
+    """The responder is the Reply itself: once it has settled it holds no build, whose closure
+    may hold what holds the Reply (a reference cycle per request otherwise)."""
+    import weakref
+
+    class Build:
+        def __call__(self, value: int) -> int:
+            return value + 1
+
+    for settle in ("respond", "fail"):
+        build = Build()
+        gone = weakref.ref(build)
+        reply, respond = reply_with(build)
+        del build
+        if settle == "respond":
+            respond(1)
+        else:
+            reply.fail(RuntimeError("x"))
+        assert gone() is None, settle
+    plain = Reply()
+    try:
+        plain(1)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a Reply made without build answered as a responder")
