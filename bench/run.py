@@ -225,6 +225,7 @@ def summarise(
                 "mock",
                 functools.partial(_plus_sync_share, wl, sync_sys_us / durability.in_flight(cid)),
                 mine="pyfloor",
+                theirs=functools.partial(cpu_us_per_req, wl),
             )
             if wl == "commit" and sync_sys_us is not None
             else None
@@ -258,19 +259,25 @@ def cpu_us_per_req(wl: str, rec: dict[str, Any]) -> float | None:
 
 
 def _plus_sync_share(wl: str, share_us: float, rec: dict[str, Any]) -> float | None:
-    """CPU µs per request of the Python floor's record plus a sync's share (the mock's: none)."""
+    """CPU µs per request of a record plus a sync's share of it."""
     cpu = cpu_us_per_req(wl, rec)
-    return None if cpu is None else cpu + share_us if rec.get("peer") == "pyfloor" else cpu
+    return None if cpu is None else cpu + share_us
 
 
 def _same_repeat_ratio(
-    valid: dict[str, dict[int, dict[str, Any]]], other: str, value: Any, mine: str = "kcoord"
+    valid: dict[str, dict[int, dict[str, Any]]],
+    other: str,
+    value: Any,
+    mine: str = "kcoord",
+    theirs: Any = None,
 ) -> float | None:
-    """Median over repeats of ``mine``'s ``value`` (kcoord's) / the other peer's in the same repeat."""
+    """Median over repeats of ``mine``'s ``value`` (kcoord's) / the other peer's ``theirs`` (the
+    same ``value`` unless given) in the same repeat."""
+    theirs = value if theirs is None else theirs
     ratios = []
     for rep, r in valid.get(mine, {}).items():
         o = valid.get(other, {}).get(rep)
-        a, b = value(r), value(o) if o else None
+        a, b = value(r), theirs(o) if o else None
         if a is not None and b:
             ratios.append(a / b)
     return _med(ratios)

@@ -523,8 +523,8 @@ class CoordinatorRuntime(Generic[S]):
         # Encoding a snapshot is Python on the worker thread: the loop must get the GIL back
         # often meanwhile (at 280 k records/s a 10 k-key snapshot was written three times a
         # second, and 1-2 % of commits waited ~10 ms more).
+        background_work_started()  # before the thread can take the GIL
         future = asyncio.get_running_loop().run_in_executor(None, shard.write_snapshot, capture)
-        background_work_started()
         self._snapshotting[shard.index] = future
 
         def done(f: asyncio.Future[Any], index: int = shard.index) -> None:
