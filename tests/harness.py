@@ -31,19 +31,28 @@ def _ephemeral_start() -> int:
         return 32768
 
 
+# Ports this process handed out: a broker's listeners are picked one after the other before it
+# binds any, so one free port could be picked twice (the suite's secure broker, five ports, failed
+# to start once with "address already in use" on one of them).
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A free port below the kernel's ephemeral range: a broker restarted on its old port after
     a kill must find it free, and outgoing connections of other processes (which take ephemeral
-    ports) could otherwise grab it while the broker is down."""
+    ports) could otherwise grab it while the broker is down. Never one handed out before."""
     rng = random.Random()
     hi = min(_ephemeral_start() - 1, 32767)
     for _ in range(200):
         port = rng.randint(20000, hi)
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _handed_out.add(port)
             return port
     with socket.socket() as s:  # everything taken: let the kernel choose
         s.bind(("127.0.0.1", 0))
