@@ -188,7 +188,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
         out.respond(respond, error)
         return out
 
-    services.groups.tell(gid, op)
+    services.groups.run_or_tell(gid, op)
     return reply
 
 
@@ -425,7 +425,7 @@ def _fetch_group(
         out.respond(respond, (0, data if everything else _authorized_only(services, ctx, allowed, data)))
         return out
 
-    services.groups.tell(group_id, op)
+    services.groups.run_or_tell(group_id, op)
 
 
 def _authorized_only(

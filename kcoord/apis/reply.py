@@ -79,6 +79,15 @@ class Reply:
         else:
             self.resolve(value)
 
+    def outcome(self) -> tuple[Any, BaseException | None]:
+        """(value, error) of a Reply that is ``done`` and has no consumer: a handler whose work ran
+        on its own stack (a coordinator read) settled it before returning it."""
+        if not self._done:
+            raise RuntimeError("the Reply is not settled")
+        value, error = self._value, self._error
+        self._value = self._error = None
+        return value, error
+
     def then(self, consumer: Consumer) -> None:
         """Hand the outcome to ``consumer(value, error)``: now if known, else when it is."""
         if self._done:

@@ -311,6 +311,9 @@ class CoordinatorRuntime(Generic[S]):
         self._partition_of: dict[str, int] = {}
         self._ready: deque[Actor] = deque()  # actors with operations, in the order they got them
         self._run_scheduled = False
+        # An actor is draining: a read told meanwhile (an operation's own work, a responder's)
+        # queues instead of running on top of it, so no operation ever runs inside another.
+        self._draining = False
         # Run after each pass over the ready actors, on the same pass (the server writes the
         # answers they completed at once instead of a loop pass later).
         self.after_run: list[Callable[[], None]] = []
@@ -354,6 +357,33 @@ class CoordinatorRuntime(Generic[S]):
             actor = self.actors[key] = Actor(self, key, self.partition_for(key))
         actor.tell(op)
 
+    def run_or_tell(self, key: str, op: Operation[S]) -> None:
+        """Run ``op`` at once when ``key``'s actor has nothing queued and no operation is running;
+        else queue it, as ``tell``.
+
+        For handlers, whose requests arrive outside any operation. Running on the caller's stack
+        keeps ``op``'s place among its own key's operations (other keys' wait for nothing of
+        it), and saves the run queue's pass of the event loop. When its answer waits for no
+        write (a read, whose key has nothing unsynced), the handler's Reply settles before the
+        handler returns: the dispatcher then answers at once, not through the connection's queue
+        of owed responses. An answer still waits for the key's last write to be durable (the
+        actor's ``_commit``), and records are still appended with the shard's next batch.
+        ``tell`` never runs ``op`` before returning: callers inside operations, or that set up
+        what ``op`` answers through after telling it, rely on that.
+        """
+        actor = self.actors.get(key)
+        if actor is None:
+            actor = self.actors[key] = Actor(self, key, self.partition_for(key))
+        if actor.mailbox or self._draining:  # (an actor in the run queue has a mailbox)
+            actor.tell(op)
+            return
+        actor.mailbox.append(op)
+        self._draining = True
+        try:
+            actor._drain()
+        finally:
+            self._draining = False
+
     def tell_partition(self, index: int, op: Operation[S]) -> None:
         """Run ``op`` on partition ``index`` as a whole (a transaction marker ends a producer's
         transaction in the partition, whichever keys it wrote under), in an actor of its own."""
@@ -373,12 +403,16 @@ class CoordinatorRuntime(Generic[S]):
     def _run_ready(self) -> None:
         self._run_scheduled = False
         ready = self._ready
-        # Actors scheduled while these run wait for the next pass, as with a call_soon each.
-        for _ in range(len(ready)):
-            try:
-                ready.popleft()._drain()
-            except Exception:  # one actor's bug must not stall the actors queued behind it
-                log.exception("coordinator actor failed")
+        self._draining = True
+        try:
+            # Actors scheduled while these run wait for the next pass, as with a call_soon each.
+            for _ in range(len(ready)):
+                try:
+                    ready.popleft()._drain()
+                except Exception:  # one actor's bug must not stall the actors queued behind it
+                    log.exception("coordinator actor failed")
+        finally:
+            self._draining = False
         for hook in self.after_run:
             try:
                 hook()

@@ -185,6 +185,9 @@ class Dispatcher:
             counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - start) * 1000)
             return self._error(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR, str(crashed))
         if type(result) is Reply:
+            if result.done:  # settled on the handler's stack: no answer deferred
+                value, error = result.outcome()
+                return self._settled(ctx, route, request, start, value, error)
             deferred = DeferredAnswer(self, ctx, route, request, start)
             result.then(deferred)
             return deferred
@@ -193,6 +196,29 @@ class Dispatcher:
         if result is None:
             return None
         return _framed(result, version, header.correlation_id, route.tagged)
+
+    def _settled(
+        self,
+        ctx: RequestContext,
+        route: _Route,
+        request: Any,
+        start: float,
+        value: Any,
+        error: BaseException | None,
+    ) -> Frame | None:
+        """The framed answer of a handler's settled Reply (None: no answer), counted; raises what
+        the connection must act on (CloseConnection)."""
+        counter = route.counter
+        if error is None:
+            counter.answered(_error_code(value), (perf_counter() - start) * 1000)
+            if value is None:
+                return None
+            return _framed(value, ctx.api_version, ctx.header.correlation_id, route.tagged)
+        if isinstance(error, KafkaError):
+            counter.answered(error.code, (perf_counter() - start) * 1000)
+        elif not isinstance(error, CloseConnection):
+            counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - start) * 1000)
+        return self._failed(ctx, route.spec, request, error)
 
     def _failed(self, ctx: RequestContext, spec: ApiSpec, request: Any, error: BaseException) -> Frame:
         """The framed error answer of a handler whose Reply failed with ``error``."""
@@ -284,27 +310,9 @@ class DeferredAnswer:
 
     def __call__(self, value: Any, error: BaseException | None) -> None:
         """The handler's Reply settled (its consumer)."""
-        route = self.route
-        counter = route.counter
-        if error is None:
-            counter.answered(_error_code(value), (perf_counter() - self.start) * 1000)
-            if value is None:
-                self._settle(None, None)
-                return
-            try:
-                data = _framed(value, self.ctx.api_version, self.ctx.header.correlation_id, route.tagged)
-            except BaseException as e:
-                self._settle(None, e)
-                return
-            self._settle(data, None)
-            return
-        if isinstance(error, KafkaError):
-            counter.answered(error.code, (perf_counter() - self.start) * 1000)
-        elif not isinstance(error, CloseConnection):
-            counter.answered(ErrorCode.UNKNOWN_SERVER_ERROR, (perf_counter() - self.start) * 1000)
         try:
-            failed = self.dispatcher._failed(self.ctx, route.spec, self.request, error)
+            data = self.dispatcher._settled(self.ctx, self.route, self.request, self.start, value, error)
         except BaseException as e:
             self._settle(None, e)
             return
-        self._settle(failed, None)
+        self._settle(data, None)
