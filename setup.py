@@ -5,6 +5,9 @@ through (issue 15: stop 25's build cut a third of the instructions per request, 
 habits another fifth, stop 27's reading requests from bytes and writing answers with to_bytes a
 third of what was left; docs/architecture.md lists the habits), and the log cleaner's loop over
 records (record_filter), which holds the GIL beside them while a pass runs.
+One C module is written by hand, ``kcoord/protocol/_native_codecs.c``: the byte layouts of offset
+commits and fetches (stop 31: 7-26 % fewer instructions per commit and fetch), which the Python
+encoders mirror and run in its place when it is missing (``kcoord/protocol/native.py``).
 The build is optional: without mypy or a C compiler, or with ``KCOORD_PURE_BUILD=1``, kcoord
 installs as the same modules in pure Python, and ``kcoord/__init__.py`` falls back to them at
 import time whenever the compiled ones are missing or older than their sources.
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 COMPILED = [
     "kcoord/apis/authorization.py",
@@ -62,6 +65,15 @@ COMPILED = [
 ]
 
 
+# The byte layouts of offset commits and fetches in C (kcoord/protocol/native.py); optional too.
+NATIVE_CODECS = Extension(
+    "kcoord.protocol._native_codecs",
+    ["kcoord/protocol/_native_codecs.c"],
+    extra_compile_args=["-O2"],
+    optional=True,
+)
+
+
 def ext_modules() -> list:
     if os.environ.get("KCOORD_PURE_BUILD"):
         return []
@@ -74,12 +86,12 @@ def ext_modules() -> list:
         print(
             f"warning: kcoord's request path is not compiled ({e!r}); installing pure Python", file=sys.stderr
         )
-        return []
+        return [NATIVE_CODECS]
     for extension in extensions:
         # Without a C compiler the build goes on without them (kcoord/__init__.py then imports
         # the sources of any module whose shared library is missing).
         extension.optional = True
-    return extensions
+    return [*extensions, NATIVE_CODECS]
 
 
 setup(ext_modules=ext_modules())

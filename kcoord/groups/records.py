@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kcoord.protocol.fields import FieldReader, RecordFormatError, string
+from kcoord.protocol.native import codecs as _native
 from kcoord.runtime.outcome import Record
 from kcoord.runtime.records import Encoder
 
@@ -117,6 +118,8 @@ def encode_offset_value(value: OffsetCommitValue) -> bytes:
                 value.expire_timestamp.to_bytes(8, "big", signed=True),
             ]
         )
+    if _native is not None:
+        return _native.offset_value(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp)
     metadata = value.metadata.encode("utf-8")
     return b"".join(
         [

@@ -20,6 +20,7 @@ from typing import Final
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
 from kcoord.protocol.frames import MalformedRequest, int32_at, int64_at
+from kcoord.protocol.native import codecs as _native
 from kcoord.protocol.request_reader import (
     ZERO_UUID,
     null_field,
@@ -56,6 +57,8 @@ class OffsetCommitAnswer:
     # The answers are pieces of bytes joined once: compiled, bytes made by to_bytes and joined
     # are C calls, where each bytearray += or struct.pack is a Python call.
     def encode(self, version: int) -> bytes:
+        if _native is not None:
+            return _native.commit_answer(self.topics, version)
         flexible = version >= 8
         tags = b"\x00" if flexible else b""
         out = [_ZERO_I32 if version >= 3 else b"", _count(len(self.topics), flexible)]
@@ -105,6 +108,8 @@ class OffsetFetchAnswer:
         self.groups = groups or []
 
     def encode(self, version: int) -> bytes:
+        if _native is not None:
+            return _native.fetch_answer(version, self.topics, self.error, self.groups)
         flexible = version >= 6
         tags = b"\x00" if flexible else b""
         out = [_ZERO_I32 if version >= 3 else b""]

@@ -1,0 +1,48 @@
+"""The optional C codecs (``_native_codecs.c``): the byte layouts every offset commit and offset
+fetch writes, which the Python encoders of ``offsets_codec`` and ``groups.records`` mirror.
+
+``codecs`` is the C module, or None when it must not run: it was not built (no C compiler; the
+build is optional), ``KCOORD_PURE=1`` is set, or its source is newer than the built module (as
+for the mypyc modules, kcoord/__init__.py). The encoders then run their Python bodies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+_NAME = "kcoord.protocol._native_codecs"
+
+
+class NativeCodecs(Protocol):
+    """What ``_native_codecs.c`` defines (each function documented there)."""
+
+    def offset_value(self, offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes: ...
+
+    def commit_answer(self, topics: list[Any], version: int) -> bytes: ...
+
+    def fetch_answer(self, version: int, topics: list[Any], error: int, groups: list[Any]) -> bytes: ...
+
+
+def _load() -> NativeCodecs | None:
+    if os.environ.get("KCOORD_PURE"):
+        return None
+    spec = importlib.util.find_spec(_NAME)
+    if spec is None or spec.origin is None:
+        return None
+    source = Path(__file__).with_name("_native_codecs.c")
+    if source.exists() and source.stat().st_mtime > os.stat(spec.origin).st_mtime:
+        print(
+            "kcoord: the C codecs changed since they were built, using the Python ones;"
+            " `pip install -e .` rebuilds them",
+            file=sys.stderr,
+        )
+        return None
+    return cast(NativeCodecs, importlib.import_module(_NAME))
+
+
+codecs: NativeCodecs | None = _load()

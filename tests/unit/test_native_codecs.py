@@ -1,0 +1,139 @@
+"""The C codecs (kcoord/protocol/_native_codecs.c) write the bytes the Python encoders write.
+
+The encoders of offsets_codec and groups.records call the C module when it is built; here each
+runs once with it and once with their Python bodies (the module's ``_native`` set to None), on
+the same generated input. tests/unit/test_offsets_codec.py checks the answers against
+kafka-python with whichever runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kcoord
+from kcoord.groups import records
+from kcoord.groups.records import OffsetCommitValue, encode_offset_value
+from kcoord.protocol import offsets_codec
+from kcoord.protocol.native import codecs
+from kcoord.protocol.offsets_codec import OffsetCommitAnswer, OffsetFetchAnswer
+
+pytestmark = pytest.mark.skipif(
+    codecs is None and not kcoord.compiled, reason="built without a C compiler (or KCOORD_PURE=1)"
+)
+
+
+def test_a_compiled_build_has_the_c_codecs() -> None:
+    # They are built with the mypyc modules: a compiled kcoord without them lost its C build.
+    assert codecs is not None
+
+
+def _both(module: Any, encode: Callable[[], Any]) -> Iterator[Any]:
+    """``encode()`` with the C codecs, then with the Python body (or the exception each raised)."""
+    for native in (codecs, None):
+        saved = module._native
+        module._native = native
+        try:
+            yield encode()
+        except (AttributeError, OverflowError, TypeError, ValueError, UnicodeEncodeError) as e:
+            yield type(e)
+        finally:
+            module._native = saved
+
+
+def _same(module: Any, encode: Callable[[], Any]) -> None:
+    native, python = list(_both(module, encode))
+    assert native == python
+
+
+int16 = st.integers(-(2**15), 2**15 - 1)
+int32 = st.integers(-(2**31), 2**31 - 1)
+int64 = st.integers(-(2**63), 2**63 - 1)
+names = st.text(max_size=40)
+topic_ids = st.none() | st.uuids()
+
+
+@settings(max_examples=300, deadline=None)
+@given(offset=int64, epoch=int32, metadata=st.text(max_size=300), timestamp=int64)
+def test_offset_values_match(offset: int, epoch: int, metadata: str, timestamp: int) -> None:
+    value = OffsetCommitValue(offset, epoch, metadata, timestamp, None)
+    _same(records, lambda: encode_offset_value(value))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(2, 10),
+    topics=st.lists(
+        st.tuples(names, topic_ids, st.lists(st.lists(int32, min_size=2, max_size=2), max_size=5)),
+        max_size=4,
+    ),
+)
+def test_commit_answers_match(version: int, topics: list[Any]) -> None:
+    topics = [(n, t, [[p, e % 2**15] for p, e in parts]) for n, t, parts in topics]
+    _same(offsets_codec, lambda: OffsetCommitAnswer(topics).encode(version))
+
+
+partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_size=30), int16), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(1, 10),
+    topics=st.lists(st.tuples(names, st.none(), partitions), max_size=3),
+    error=int16,
+    groups=st.lists(
+        st.tuples(names, int16, st.lists(st.tuples(names, topic_ids, partitions), max_size=3)), max_size=3
+    ),
+)
+def test_fetch_answers_match(version: int, topics: list[Any], error: int, groups: list[Any]) -> None:
+    _same(offsets_codec, lambda: OffsetFetchAnswer(topics, error, groups).encode(version))
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        # out of range, as to_bytes refuses it
+        lambda: encode_offset_value(OffsetCommitValue(2**63, 0, "", 0, None)),
+        lambda: encode_offset_value(OffsetCommitValue(0, 2**31, "", 0, None)),
+        lambda: encode_offset_value(OffsetCommitValue(0, 0, "m" * 40_000, 0, None)),
+        lambda: OffsetCommitAnswer([("t", None, [[0, 2**15]])]).encode(8),
+        lambda: OffsetFetchAnswer([("t", None, [(0, 0, 0, None, 0)])], error=2**15).encode(5),
+        # a lone surrogate has no UTF-8
+        lambda: OffsetCommitAnswer([("\ud800", None, [])]).encode(3),
+    ],
+)
+def test_what_python_refuses_c_refuses(encode: Callable[[], Any]) -> None:
+    module = records if "OffsetCommitValue" in encode.__code__.co_names else offsets_codec
+    native, python = list(_both(module, encode))
+    assert isinstance(python, type) and native is python
+
+
+def test_the_encoders_call_what_their_module_names() -> None:
+    # _both swaps the module's _native: were it read once at import (compiled), every comparison
+    # above would run one implementation twice.
+    class Fake:
+        def commit_answer(self, topics: Any, version: int) -> bytes:
+            return b"c"
+
+        def offset_value(self, *args: Any) -> bytes:
+            return b"v"
+
+    assert list(_both(offsets_codec, lambda: OffsetCommitAnswer([]).encode(3)))[1] == bytes(8)
+    saved = offsets_codec._native, records._native
+    offsets_codec._native = records._native = Fake()
+    try:
+        assert OffsetCommitAnswer([]).encode(3) == b"c"
+        assert encode_offset_value(OffsetCommitValue(0, 0, "", 0, None)) == b"v"
+    finally:
+        offsets_codec._native, records._native = saved
+
+
+def test_a_topic_id_is_a_uuid() -> None:
+    _same(offsets_codec, lambda: OffsetCommitAnswer([(None, "not a uuid", [])]).encode(10))  # type: ignore[list-item]
+    assert codecs is not None
+    assert codecs.commit_answer([(None, uuid.UUID(int=1), [])], 10)[5:21] == uuid.UUID(int=1).bytes
