@@ -1,5 +1,6 @@
 """The optional C codecs (``_native_codecs.c``): the byte layouts every offset commit and offset
-fetch writes, which the Python encoders of ``offsets_codec`` and ``groups.records`` mirror.
+fetch writes, which the Python encoders of ``offsets_codec``, ``records`` and ``groups.records``
+mirror.
 
 ``codecs`` is the C module, or None when it must not run: it was not built (no C compiler; the
 build is optional), ``KCOORD_PURE=1`` is set, or its source is newer than the built module (as
@@ -12,6 +13,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -26,6 +28,8 @@ class NativeCodecs(Protocol):
     def commit_answer(self, topics: list[Any], version: int) -> bytes: ...
 
     def fetch_answer(self, version: int, topics: list[Any], error: int, groups: list[Any]) -> bytes: ...
+
+    def batch_body(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes: ...
 
 
 def _load() -> NativeCodecs | None:

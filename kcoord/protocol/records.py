@@ -27,6 +27,8 @@ from typing import Any, Final
 import crc32c as _crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
+from kcoord.protocol.native import codecs as _native
+
 HEADER_SIZE: Final = 61
 LOG_OVERHEAD: Final = 12  # baseOffset + batchLength: the part not counted in batchLength
 CRC_OFFSET: Final = 17
@@ -270,22 +272,10 @@ def _varint_bytes(n: int) -> bytes:
 _SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(4096))
 
 
-def build_batch(
-    entries: Sequence[tuple[bytes | None, bytes | None]],
-    timestamp: int,
-    base_offset: int = 0,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = -1,
-    attributes: int = 0,
-) -> bytearray:
-    """An uncompressed v2 batch of (key, value) records at consecutive offsets, all stamped
-    ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
-    A transactional batch (``attributes`` ATTR_TRANSACTIONAL, with its producer) has no sequence
-    numbers, as Kafka's coordinators write theirs.
-
-    All records share the timestamp (delta 0) and their offset delta is their index, so each is
-    joined from pre-encoded varints instead of encoded field by field.
-    """
+def _batch_body(entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
+    """The records of :func:`build_batch`: all share its timestamp (delta 0) and their offset
+    delta is their index, so each is joined from pre-encoded varints instead of encoded field by
+    field."""
     small = _SMALL_VARINTS
     limit = len(small)
     parts: list[bytes] = []
@@ -311,7 +301,22 @@ def build_batch(
         n = len(rec)
         append(small[n] if n < limit else _varint_bytes(n))
         append(rec)
-    body = b"".join(parts)
+    return b"".join(parts)
+
+
+def build_batch(
+    entries: Sequence[tuple[bytes | None, bytes | None]],
+    timestamp: int,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    attributes: int = 0,
+) -> bytearray:
+    """An uncompressed v2 batch of (key, value) records at consecutive offsets, all stamped
+    ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
+    A transactional batch (``attributes`` ATTR_TRANSACTIONAL, with its producer) has no sequence
+    numbers, as Kafka's coordinators write theirs."""
+    body = _native.batch_body(entries) if _native is not None else _batch_body(entries)
     count = len(entries)
     header = _HEADER.pack(
         base_offset,

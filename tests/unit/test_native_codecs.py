@@ -20,8 +20,10 @@ import kcoord
 from kcoord.groups import records
 from kcoord.groups.records import OffsetCommitValue, encode_offset_value
 from kcoord.protocol import offsets_codec
+from kcoord.protocol import records as batch_records
 from kcoord.protocol.native import codecs
 from kcoord.protocol.offsets_codec import OffsetCommitAnswer, OffsetFetchAnswer
+from kcoord.protocol.records import build_batch
 
 pytestmark = pytest.mark.skipif(
     codecs is None and not kcoord.compiled, reason="built without a C compiler (or KCOORD_PURE=1)"
@@ -92,6 +94,24 @@ partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_siz
 )
 def test_fetch_answers_match(version: int, topics: list[Any], error: int, groups: list[Any]) -> None:
     _same(offsets_codec, lambda: OffsetFetchAnswer(topics, error, groups).encode(version))
+
+
+record_parts = st.none() | st.binary(max_size=300) | st.binary(min_size=4000, max_size=9000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries=st.lists(st.tuples(record_parts, record_parts), min_size=1, max_size=6), timestamp=int64)
+def test_coordinator_batches_match(entries: list[tuple[bytes | None, bytes | None]], timestamp: int) -> None:
+    _same(batch_records, lambda: build_batch(entries, timestamp, 7))
+
+
+def test_a_batch_of_more_records_than_the_small_varints_matches() -> None:
+    # offset deltas past the pre-encoded varints; a value of another type is refused by both
+    entries: list[tuple[bytes | None, bytes | None]] = [
+        (b"k%d" % i, None if i % 7 == 0 else b"v" * (i % 300)) for i in range(5000)
+    ]
+    _same(batch_records, lambda: build_batch(entries, 1, 0))
+    _same(batch_records, lambda: build_batch([(b"k", bytearray(b"v"))], 1, 0))  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(
