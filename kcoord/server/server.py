@@ -321,9 +321,14 @@ class KafkaConnection(asyncio.Protocol):
             self._turn_over = True
             (self.server.loop or asyncio.get_running_loop()).call_soon(self._next_turn)
         if self._unsent:
-            if self._large is None or self._turn_over:
+            # Answers made at once are written after this pass's reads, with every connection's
+            # (the write pass), not now: at 64 connections with one request each in flight, an
+            # answer written on its request's own read had the client's next request arrive
+            # before the loop polled again, and each poll found fewer sockets ready (fetch-offsets
+            # c64 d1: 15 % more CPU per request than writing them after the reads).
+            if self._turn_over:
                 self._write([])
-            elif not self._flush_scheduled:  # at the latest after this pass's reads
+            elif not self._flush_scheduled:
                 self._flush_scheduled = True
                 self.server.flush_soon(self)
         self._update_reading()
