@@ -6,11 +6,13 @@ habits another fifth, stop 27's reading requests from bytes and writing answers 
 third of what was left; docs/architecture.md lists the habits), and the log cleaner's loop over
 records (record_filter), which holds the GIL beside them while a pass runs.
 One C module is written by hand, ``kcoord/protocol/_native_codecs.c``: the byte layouts of offset
-commits and fetches (stop 31: 7-26 % fewer instructions per commit and fetch), which the Python
-encoders mirror and run in its place when it is missing (``kcoord/protocol/native.py``).
-The build is optional: without mypy or a C compiler, or with ``KCOORD_PURE_BUILD=1``, kcoord
-installs as the same modules in pure Python, and ``kcoord/__init__.py`` falls back to them at
-import time whenever the compiled ones are missing or older than their sources.
+commits and fetches and of coordinator batches' records (stop 31: 7-26 % fewer instructions per
+commit and fetch), which the Python encoders mirror and run in its place when it is missing
+(``kcoord/protocol/native.py``); it is built without mypy too.
+The build is optional: without a C compiler (without mypy: but for that module), or with
+``KCOORD_PURE_BUILD=1``, kcoord installs as the same modules in pure Python, and
+``kcoord/__init__.py`` falls back to them at import time whenever the compiled ones are missing
+or older than their sources.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ def ext_modules() -> list:
         extensions = mypycify(COMPILED, opt_level="3", group_name="kcoord")
     except BaseException as e:  # no mypy, sources that do not type-check: install pure Python
         print(
-            f"warning: kcoord's request path is not compiled ({e!r}); installing pure Python", file=sys.stderr
+            f"warning: kcoord's request path is not compiled ({e!r}); installing it as pure Python",
+            file=sys.stderr,
         )
         return [NATIVE_CODECS]
     for extension in extensions:

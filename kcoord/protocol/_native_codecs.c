@@ -72,8 +72,14 @@ static int put_uvarint(Out *o, uint64_t v) {
     return 0;
 }
 
-/* A signed integer of `width` bytes, refused (OverflowError) outside its range, as to_bytes. */
+/* A signed integer of `width` bytes, refused (OverflowError) outside its range, as to_bytes.
+ * Only an int (or a subclass, IntEnum): another object's __index__ would run Python code while
+ * the caller holds borrowed items of the lists it walks. */
 static int put_int(Out *o, PyObject *obj, int width) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an int, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
     long long v = PyLong_AsLongLong(obj);
     if (v == -1 && PyErr_Occurred()) return -1;
     if (width < 8) {
@@ -109,20 +115,36 @@ static int put_string(Out *o, PyObject *s, int flexible) {
     return put_raw(o, utf8, n);
 }
 
+static PyObject *uuid_type; /* uuid.UUID */
+
+/* A topic id: a uuid.UUID (exactly: its `int` is then a slot, read without running Python code;
+ * a subclass could make it a property), or None for the zero uuid. */
 static int put_uuid(Out *o, PyObject *u) {
     if (u == Py_None) {
         static const char zero[16] = {0};
         return put_raw(o, zero, 16);
     }
-    PyObject *b = PyObject_GetAttrString(u, "bytes");
-    if (b == NULL) return -1;
-    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 16) {
-        Py_DECREF(b);
-        PyErr_SetString(PyExc_TypeError, "a topic id is a uuid.UUID");
+    if (Py_TYPE(u) != (PyTypeObject *)uuid_type) {
+        PyErr_Format(PyExc_TypeError, "a topic id is a uuid.UUID, not %.100s", Py_TYPE(u)->tp_name);
         return -1;
     }
-    int rc = put_raw(o, PyBytes_AS_STRING(b), 16);
-    Py_DECREF(b);
+    PyObject *value = PyObject_GetAttrString(u, "int");
+    if (value == NULL) return -1;
+    int rc = -1;
+    if (!PyLong_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "a uuid.UUID's int is an int");
+    } else {
+        PyObject *shift = PyLong_FromLong(64);
+        PyObject *top = shift != NULL ? PyNumber_Rshift(value, shift) : NULL; /* int's C code */
+        Py_XDECREF(shift);
+        if (top != NULL) {
+            unsigned long long hi = PyLong_AsUnsignedLongLong(top);
+            unsigned long long lo = PyLong_AsUnsignedLongLongMask(value);
+            if (!PyErr_Occurred()) rc = put_be(o, hi, 8) < 0 || put_be(o, lo, 8) < 0 ? -1 : 0;
+            Py_DECREF(top);
+        }
+    }
+    Py_DECREF(value);
     return rc;
 }
 
@@ -138,7 +160,8 @@ static PyObject *fail(Out *o) {
 }
 
 /* A sequence's items (a list or a tuple), borrowed, in *items; -1 with TypeError otherwise. (An
- * empty list's item pointer is NULL: no error can be told by it.) */
+ * empty list's item pointer is NULL: no error can be told by it.) Borrowed items stay valid
+ * because nothing below runs Python code (put_int, put_uuid) that could change the lists. */
 static int items_of(PyObject *seq, PyObject ***items, Py_ssize_t *n, const char *what) {
     if (PyList_Check(seq)) {
         *n = PyList_GET_SIZE(seq);
@@ -349,4 +372,11 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__native_codecs(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native_codecs(void) {
+    PyObject *uuid = PyImport_ImportModule("uuid");
+    if (uuid == NULL) return NULL;
+    uuid_type = PyObject_GetAttrString(uuid, "UUID");
+    Py_DECREF(uuid);
+    if (uuid_type == NULL) return NULL;
+    return PyModule_Create(&module);
+}

@@ -46,7 +46,11 @@ def _load() -> NativeCodecs | None:
             file=sys.stderr,
         )
         return None
-    return cast(NativeCodecs, importlib.import_module(_NAME))
+    try:
+        return cast(NativeCodecs, importlib.import_module(_NAME))
+    except ImportError as e:  # built for another Python, say: the Python encoders do the same
+        print(f"kcoord: the C codecs do not load ({e}), using the Python ones", file=sys.stderr)
+        return None
 
 
 codecs: NativeCodecs | None = _load()

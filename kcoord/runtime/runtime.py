@@ -2,13 +2,14 @@
 
 Keys (group ids, transactional ids) map to the partitions of a coordinator topic as in Kafka
 (partitioning.py); each partition is a sans-io shard (shard.py). Every key has an actor: a mailbox
-drained in arrival order, one operation at a time, by the event loop (docs/architecture.md, principle 2), so
-state machines need no locks. An operation's records are applied at once (``shard.run``) and
-queued for the shard's next batch; its answers are released once everything its key appended up
-to then is durable. All records written to a shard while the flusher syncs the previous round
-(``log.flush.policy=always``), or in one event-loop pass otherwise, go into one record batch, and
-all shards share the flusher's group commit. A write that fails stops the runtime (fail-stop):
-memory is then ahead of the log.
+drained in arrival order, one operation at a time, by the event loop (docs/architecture.md,
+principle 2), so state machines need no locks; a handler's operation on an idle key may run on the
+handler's own stack (``run_or_tell``), never inside another operation. An operation's records are
+applied at once (``shard.run``) and queued for the shard's next batch; its answers are released
+once everything its key appended up to then is durable. All records written to a shard while the
+flusher syncs the previous round (``log.flush.policy=always``), or in one event-loop pass
+otherwise, go into one record batch, and all shards share the flusher's group commit. A write that
+fails stops the runtime (fail-stop): memory is then ahead of the log.
 
 Snapshots (snapshot.py): every ``snapshot_interval_records`` records appended to a shard, its
 latest records are copied on the loop and written to a snapshot file in a worker thread; at a
@@ -362,8 +363,10 @@ class CoordinatorRuntime(Generic[S]):
         else queue it, as ``tell``.
 
         For handlers, whose requests arrive outside any operation. Running on the caller's stack
-        keeps ``op``'s place among its own key's operations (other keys' wait for nothing of
-        it), and saves the run queue's pass of the event loop. When its answer waits for no
+        keeps ``op``'s place among its own key's operations; it overtakes other keys' operations
+        queued for the run queue's next pass, partition-wide ones (a transaction's markers)
+        included, which a request racing them could not tell apart from arriving first. It saves
+        the run queue's pass of the event loop. When its answer waits for no
         write (a read, whose key has nothing unsynced), the handler's Reply settles before the
         handler returns: the dispatcher then answers at once, not through the connection's queue
         of owed responses. An answer still waits for the key's last write to be durable (the
@@ -381,6 +384,8 @@ class CoordinatorRuntime(Generic[S]):
         self._draining = True
         try:
             actor._drain()
+        except Exception:  # as in _run_ready: the operation ran; its caller is not to blame
+            log.exception("coordinator actor failed")
         finally:
             self._draining = False
 

@@ -1,9 +1,9 @@
 """The C codecs (kcoord/protocol/_native_codecs.c) write the bytes the Python encoders write.
 
-The encoders of offsets_codec and groups.records call the C module when it is built; here each
-runs once with it and once with their Python bodies (the module's ``_native`` set to None), on
-the same generated input. tests/unit/test_offsets_codec.py checks the answers against
-kafka-python with whichever runs.
+The encoders of offsets_codec, protocol.records and groups.records call the C module when it is
+built; here each runs once with it and once with their Python bodies (the module's ``_native``
+set to None), on the same generated input. tests/unit/test_offsets_codec.py checks the answers
+against kafka-python with whichever runs.
 """
 
 from __future__ import annotations
@@ -106,12 +106,11 @@ def test_coordinator_batches_match(entries: list[tuple[bytes | None, bytes | Non
 
 
 def test_a_batch_of_more_records_than_the_small_varints_matches() -> None:
-    # offset deltas past the pre-encoded varints; a value of another type is refused by both
+    # offset deltas past the pre-encoded varints
     entries: list[tuple[bytes | None, bytes | None]] = [
         (b"k%d" % i, None if i % 7 == 0 else b"v" * (i % 300)) for i in range(5000)
     ]
     _same(batch_records, lambda: build_batch(entries, 1, 0))
-    _same(batch_records, lambda: build_batch([(b"k", bytearray(b"v"))], 1, 0))  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(
@@ -143,17 +142,44 @@ def test_the_encoders_call_what_their_module_names() -> None:
         def offset_value(self, *args: Any) -> bytes:
             return b"v"
 
+        def batch_body(self, entries: Any) -> bytes:
+            return b"b"
+
     assert list(_both(offsets_codec, lambda: OffsetCommitAnswer([]).encode(3)))[1] == bytes(8)
-    saved = offsets_codec._native, records._native
-    offsets_codec._native = records._native = Fake()
+
+    saved = offsets_codec._native, records._native, batch_records._native
+    offsets_codec._native = records._native = batch_records._native = Fake()
     try:
         assert OffsetCommitAnswer([]).encode(3) == b"c"
         assert encode_offset_value(OffsetCommitValue(0, 0, "", 0, None)) == b"v"
+        assert build_batch([(b"k", b"v")], 0).endswith(b"b")
     finally:
-        offsets_codec._native, records._native = saved
+        offsets_codec._native, records._native, batch_records._native = saved
 
 
 def test_a_topic_id_is_a_uuid() -> None:
-    _same(offsets_codec, lambda: OffsetCommitAnswer([(None, "not a uuid", [])]).encode(10))  # type: ignore[list-item]
+    # C reads a uuid.UUID's int slot (no Python code runs while it holds the lists' items) and
+    # refuses anything else; the Python body reads .bytes: both refuse a str.
+    for native in list(_both(offsets_codec, lambda: OffsetCommitAnswer([(None, "x", [])]).encode(10))):  # type: ignore[list-item]
+        assert native in (TypeError, AttributeError)
+    for value in (0, 1, 2**64 - 1, 2**64, 2**128 - 1, 0x0123456789ABCDEF_FEDCBA9876543210):
+        _same(offsets_codec, lambda v=value: OffsetCommitAnswer([(None, uuid.UUID(int=v), [])]).encode(10))
     assert codecs is not None
     assert codecs.commit_answer([(None, uuid.UUID(int=1), [])], 10)[5:21] == uuid.UUID(int=1).bytes
+
+
+def test_the_c_encoders_run_no_python_code_while_they_walk_a_list() -> None:
+    # An int with __index__ or a uuid subclass could run Python code that changes the lists the
+    # C code holds borrowed items of: both are refused before anything of them is read.
+    class Index:
+        def __index__(self) -> int:
+            return 0
+
+    class Id(uuid.UUID):
+        pass
+
+    assert codecs is not None
+    with pytest.raises(TypeError):
+        codecs.commit_answer([("t", None, [[Index(), 0]])], 3)
+    with pytest.raises(TypeError):
+        codecs.commit_answer([(None, Id(int=1), [])], 10)
