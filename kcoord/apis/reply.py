@@ -91,8 +91,7 @@ class Reply:
     def then(self, consumer: Consumer) -> None:
         """Hand the outcome to ``consumer(value, error)``: now if known, else when it is."""
         if self._done:
-            value, error = self._value, self._error
-            self._value = self._error = None
+            value, error = self.outcome()
             consumer(value, error)
         else:
             self._consumer = consumer

@@ -188,13 +188,17 @@ static int fields_of(PyObject *seq, PyObject ***items, Py_ssize_t want, const ch
     return 0;
 }
 
+/* Whether a function got its `want` arguments (TypeError if not). */
+static int arity(Py_ssize_t nargs, Py_ssize_t want, const char *name) {
+    if (nargs == want) return 1;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, not %zd", name, want, nargs);
+    return 0;
+}
+
 /* offset_value(offset, leader_epoch, metadata, commit_timestamp) -> bytes
  * The OffsetCommit record's value, version 3 (no expiry): as groups.records.encode_offset_value. */
 static PyObject *offset_value(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "offset_value takes 4 arguments");
-        return NULL;
-    }
+    if (!arity(nargs, 4, "offset_value")) return NULL;
     if (!PyUnicode_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "offset_value: metadata is a str");
         return NULL;
@@ -211,10 +215,7 @@ static PyObject *offset_value(PyObject *self, PyObject *const *args, Py_ssize_t 
  * An OffsetCommit response body (v2-v10), throttle time 0: as OffsetCommitAnswer.encode.
  * topics: [(name, topic id or None, [[partition, error code]])]. */
 static PyObject *commit_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "commit_answer takes 2 arguments");
-        return NULL;
-    }
+    if (!arity(nargs, 2, "commit_answer")) return NULL;
     long version = PyLong_AsLong(args[1]);
     if (version == -1 && PyErr_Occurred()) return NULL;
     int flexible = version >= 8;
@@ -262,10 +263,7 @@ static int put_fetch_partitions(Out *o, PyObject *seq, long version, int flexibl
  * v1-v7: topics [(name, None, partitions)] and error (v2+); v8+: groups
  * [(group id, error, [(name, topic id or None, partitions)])]. */
 static PyObject *fetch_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "fetch_answer takes 4 arguments");
-        return NULL;
-    }
+    if (!arity(nargs, 4, "fetch_answer")) return NULL;
     long version = PyLong_AsLong(args[0]);
     if (version == -1 && PyErr_Occurred()) return NULL;
     int flexible = version >= 6;
@@ -324,10 +322,7 @@ static Py_ssize_t zigzag_size(int64_t v) {
  * consecutive offsets, all at the batch's own timestamp: as protocol.records.build_batch writes
  * them (one per coordinator record appended). */
 static PyObject *batch_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "batch_body takes 1 argument");
-        return NULL;
-    }
+    if (!arity(nargs, 1, "batch_body")) return NULL;
     PyObject **entries, **entry;
     Py_ssize_t n;
     if (items_of(args[0], &entries, &n, "entries") < 0) return NULL;

@@ -312,8 +312,8 @@ class CoordinatorRuntime(Generic[S]):
         self._partition_of: dict[str, int] = {}
         self._ready: deque[Actor] = deque()  # actors with operations, in the order they got them
         self._run_scheduled = False
-        # An actor is draining: a read told meanwhile (an operation's own work, a responder's)
-        # queues instead of running on top of it, so no operation ever runs inside another.
+        # An actor is draining: an operation handed to run_or_tell meanwhile (by an operation, a
+        # responder) queues instead of running on top of it, so none ever runs inside another.
         self._draining = False
         # Run after each pass over the ready actors, on the same pass (the server writes the
         # answers they completed at once instead of a loop pass later).
@@ -351,12 +351,15 @@ class CoordinatorRuntime(Generic[S]):
         return [shard.log for shard in self.shards]
 
     # --- operations ---------------------------------------------------------------------------
-    def tell(self, key: str, op: Operation[S]) -> None:
-        """Run ``op`` in ``key``'s actor, after every operation already queued for the key."""
+    def _actor(self, key: str) -> Actor:
         actor = self.actors.get(key)
         if actor is None:
             actor = self.actors[key] = Actor(self, key, self.partition_for(key))
-        actor.tell(op)
+        return actor
+
+    def tell(self, key: str, op: Operation[S]) -> None:
+        """Run ``op`` in ``key``'s actor, after every operation already queued for the key."""
+        self._actor(key).tell(op)
 
     def run_or_tell(self, key: str, op: Operation[S]) -> None:
         """Run ``op`` at once when ``key``'s actor has nothing queued and no operation is running;
@@ -374,9 +377,7 @@ class CoordinatorRuntime(Generic[S]):
         ``tell`` never runs ``op`` before returning: callers inside operations, or that set up
         what ``op`` answers through after telling it, rely on that.
         """
-        actor = self.actors.get(key)
-        if actor is None:
-            actor = self.actors[key] = Actor(self, key, self.partition_for(key))
+        actor = self._actor(key)
         if actor.mailbox or self._draining:  # (an actor in the run queue has a mailbox)
             actor.tell(op)
             return
