@@ -390,6 +390,21 @@ class CoordinatorRuntime(Generic[S]):
         finally:
             self._draining = False
 
+    def idle(self, key: str) -> bool:
+        """Nothing of ``key``'s is queued, running or waiting to be durable: its state may be read
+        at once, outside an operation, and a read finds only what the log holds (Kafka's read
+        operations read the last committed state). A handler that reads without an operation
+        when this holds answers as ``run_or_tell`` would have, minus the actor's bookkeeping."""
+        if self._draining:
+            return False
+        actor = self.actors.get(key)
+        if actor is None:  # an actor outlives its key's last write until that write is durable
+            return True
+        if actor.mailbox:
+            return False
+        last = actor._last_write
+        return last is None or (last.done and last.error is None)
+
     def tell_partition(self, index: int, op: Operation[S]) -> None:
         """Run ``op`` on partition ``index`` as a whole (a transaction marker ends a producer's
         transaction in the partition, whichever keys it wrote under), in an actor of its own."""

@@ -115,6 +115,46 @@ def test_its_answer_waits_until_its_keys_last_write_is_durable(tmp_path: Path) -
     assert asyncio.run(main()) == ["commit", "read", "returned", "commit answered", "read answered"]
 
 
+def test_a_key_is_idle_for_reads_only_with_nothing_queued_running_or_unsynced(tmp_path: Path) -> None:
+    # What a handler may read without an operation (OffsetFetch): not while the key has an
+    # operation queued, not inside a running one, not before its last write is durable.
+    async def main() -> list[tuple[str, bool]]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.start()
+        runtime = _runtime(tmp_path, flusher)
+        seen = [("never used", runtime.idle("g"))]
+        runtime.tell("g", _noting([], "queued"))
+        seen.append(("queued", runtime.idle("g")))
+
+        def looking(state: object, now: int) -> Outcome:
+            seen.append(("inside an operation of another key", runtime.idle("g")))
+            return Outcome()
+
+        await asyncio.sleep(0.01)
+        runtime.tell("h", looking)
+        await asyncio.sleep(0.01)
+        answered: list[str] = []
+        records = commit_records("g", [("t", 0, 5, -1, "")], 0, -1)
+        runtime.run_or_tell("g", _noting(answered, "commit", records))
+        seen.append(("written, not yet durable", runtime.idle("g")))
+        for _ in range(100):
+            if answered[-1:] == ["commit answered"]:
+                break
+            await asyncio.sleep(0.01)
+        seen.append(("durable", runtime.idle("g")))
+        runtime.close()
+        flusher.close()
+        return seen
+
+    assert asyncio.run(main()) == [
+        ("never used", True),
+        ("queued", False),
+        ("inside an operation of another key", False),
+        ("written, not yet durable", False),
+        ("durable", True),
+    ]
+
+
 # --- the dispatcher ---------------------------------------------------------------------------
 _VersionsResponse: Any = response_class(ApiKey.ApiVersions)
 
