@@ -162,27 +162,62 @@ def _long_poll(
 ) -> Reply:
     """Below MinBytes: read again whenever a requested partition's high watermark moves, until
     there is enough, MaxWaitMs is up or the broker stops."""
-    reply = Reply()
-    poll = LongPoll(req.max_wait_ms, services.shutdown)
+    fetch = _WaitingFetch(services, req, plan, uses_ids, isolation, max_bytes, version, finish, denied)
+    fetch.wait()
+    return fetch.reply
 
-    def wait() -> None:
-        parts = [p for p in (_resolve(services, key, uses_ids)[1] for key, *_ in plan) if p is not None]
-        poll.wait(parts, look)
 
-    def look() -> None:
+class _WaitingFetch:
+    """A Fetch in its long poll. An object, not two closures that call each other: those would
+    hold each other's cells, a cycle that left each waiting fetch (its Reply, its poll, its
+    plan) to the cyclic GC instead of freeing it once answered."""
+
+    def __init__(
+        self,
+        services: Services,
+        req: Any,
+        plan: list,
+        uses_ids: bool,
+        isolation: int,
+        max_bytes: int,
+        version: int,
+        finish: Callable[[list[_Read]], Any],
+        denied: frozenset[Any],
+    ) -> None:
+        self.services = services
+        self.min_bytes: int = req.min_bytes
+        self.plan = plan
+        self.uses_ids = uses_ids
+        self.isolation = isolation
+        self.max_bytes = max_bytes
+        self.version = version
+        self.finish = finish
+        self.denied = denied
+        self.reply = Reply()
+        self.poll = LongPoll(req.max_wait_ms, services.shutdown)
+
+    def wait(self) -> None:
+        services, uses_ids = self.services, self.uses_ids
+        parts = [p for p in (_resolve(services, key, uses_ids)[1] for key, *_ in self.plan) if p is not None]
+        self.poll.wait(parts, self.look)
+
+    def look(self) -> None:
         try:
             reads, total, any_error = _read_all(
-                services, plan, uses_ids, isolation, max_bytes, version, denied
+                self.services,
+                self.plan,
+                self.uses_ids,
+                self.isolation,
+                self.max_bytes,
+                self.version,
+                self.denied,
             )
-            if total >= req.min_bytes or any_error or poll.over:
-                reply.resolve(finish(reads))
+            if total >= self.min_bytes or any_error or self.poll.over:
+                self.reply.resolve(self.finish(reads))
                 return
-            wait()
+            self.wait()
         except Exception as e:  # the dispatcher answers UNKNOWN_SERVER_ERROR, as for a handler's
-            reply.fail(e)
-
-    wait()
-    return reply
+            self.reply.fail(e)
 
 
 def _resolve(services: Services, key: PartitionKey, uses_ids: bool) -> tuple[int, Any]:

@@ -44,21 +44,39 @@ class LongPoll:
     def wait(self, sources: Sequence[WakeSource], then: Callable[[], None]) -> None:
         """Call ``then`` once, on the event-loop pass after the first source wakes this poll, its
         deadline passes, or the broker starts to stop (never on the waking source's stack)."""
-        every = [*sources, self._shutdown]
-        fired = False
-
-        def wake() -> None:
-            nonlocal fired
-            if fired:
-                return
-            fired = True
-            timer.cancel()
-            for source in every:
-                source.remove_waiter(wake)
-            self._loop.call_soon(then)
-
-        for source in every:
+        wake = _Wake([*sources, self._shutdown], then, self._loop)
+        for source in wake.sources:
             source.add_waiter(wake)
-        timer = self._loop.call_at(self.deadline, wake)
+        wake.timer = self._loop.call_at(self.deadline, wake)
         if self._shutdown.stopping:
             wake()
+
+
+class _Wake:
+    """The waiter a long poll hands its sources and its timer. An object that lets go of them
+    once it fires, not a closure: a closure that names itself (to remove itself from the sources)
+    holds its own cell, and the timer that holds it was held back by it, cycles that left every
+    long poll, and the request it answers, to the cyclic GC."""
+
+    __slots__ = ("loop", "sources", "then", "timer")
+
+    def __init__(
+        self, sources: list[WakeSource], then: Callable[[], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.sources = sources
+        self.then: Callable[[], None] | None = then
+        self.loop = loop
+        self.timer: asyncio.TimerHandle | None = None
+
+    def __call__(self) -> None:
+        then = self.then
+        if then is None:  # fired already
+            return
+        self.then = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        sources, self.sources = self.sources, []
+        for source in sources:
+            source.remove_waiter(self)
+        self.loop.call_soon(then)

@@ -22,7 +22,7 @@ from typing import Any
 
 from kcoord.apis.authorization import GROUP, Op, authorized_topics, require
 from kcoord.apis.context import RequestContext
-from kcoord.apis.long_poll import LongPoll
+from kcoord.apis.long_poll import LongPoll, WakeSource
 from kcoord.apis.reply import Reply, reply_with
 from kcoord.apis.services import Services
 from kcoord.groups.store import GroupStore
@@ -198,11 +198,47 @@ def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any
             ]
         reply.resolve(_fetch_response(services, v, gid, results, shown))
 
-    def acquired(outcome: Any) -> None:
+    acquired = _Acquired(services, gid, keys, req.min_bytes, work, answer, reply, results, poll)
+    work(True, acquired)
+    return reply
+
+
+class _Acquired:
+    """What a ShareFetch does with each pass's acquisitions: answer, or wait for records and
+    acquire again. An object, not a closure: a closure that hands itself to the next pass names
+    itself, and holds its own cell, a cycle that left every ShareFetch (its Reply, its poll, its
+    records) to the cyclic GC instead of freeing it once answered."""
+
+    __slots__ = ("answer", "gid", "keys", "min_bytes", "poll", "reply", "results", "services", "work")
+
+    def __init__(
+        self,
+        services: Services,
+        gid: str,
+        keys: list[PartitionKey],
+        min_bytes: int,
+        work: Callable[[bool, Callable[[Any], None]], None],
+        answer: Callable[[], None],
+        reply: Reply,
+        results: dict[PartitionKey, PartitionResult],
+        poll: LongPoll,
+    ) -> None:
+        self.services = services
+        self.gid = gid
+        self.keys = keys
+        self.min_bytes = min_bytes
+        self.work = work
+        self.answer = answer
+        self.reply = reply
+        self.results = results
+        self.poll = poll
+
+    def __call__(self, outcome: Any) -> None:
         if isinstance(outcome, BaseException):
-            reply.fail(outcome)
+            self.reply.fail(outcome)
             return
         got, n = outcome
+        results = self.results
         for k, r in got.items():
             if k in results:  # a later pass: keep the acknowledgement results of the first
                 mine = results[k]
@@ -210,16 +246,18 @@ def handle_share_fetch(services: Services, ctx: RequestContext, req: Any) -> Any
                 mine.records, mine.acquired = r.records, r.acquired
             else:
                 results[k] = r
-        if n or not keys or req.min_bytes <= 0 or poll.over:
-            answer()
+        keys = self.keys
+        if n or not keys or self.min_bytes <= 0 or self.poll.over:
+            self.answer()
             return
         # Nothing to deliver yet: wait for records released by others or new data, then look again.
-        sources = [services.share.records_of(gid)]
+        services = self.services
+        sources: list[WakeSource] = [services.share.records_of(self.gid)]
         sources += [p for p in (services.partitions.partition_by_id(t, i) for t, i in keys) if p is not None]
-        poll.wait(sources, lambda: work(False, acquired))
+        self.poll.wait(sources, self._again)
 
-    work(True, acquired)
-    return reply
+    def _again(self) -> None:
+        self.work(False, self)
 
 
 def share_fetch_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
