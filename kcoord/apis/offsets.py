@@ -411,14 +411,18 @@ def _fetch_group(
     if groups.idle(group_id):
         # Nothing of the group's is queued or unsynced: what the state holds is what the log
         # holds, and a fetch changes nothing, so it needs no operation (no actor, outcome, timer).
-        store = groups.state_for(group_id)
-        respond(_fetched(services, ctx, store, group_id, wanted, member, require_stable, allowed))
+        respond(
+            _fetched(
+                services, ctx, groups.state_for(group_id), group_id, wanted, member, require_stable, allowed
+            )
+        )
         return
 
     def op(store: GroupStore, now: int) -> Outcome:
         out = Outcome()
-        fetched = _fetched(services, ctx, store, group_id, wanted, member, require_stable, allowed)
-        out.respond(respond, fetched)
+        out.respond(
+            respond, _fetched(services, ctx, store, group_id, wanted, member, require_stable, allowed)
+        )
         return out
 
     groups.run_or_tell(group_id, op)
@@ -433,12 +437,33 @@ def _fetched(
     member: tuple[str | None, int],
     require_stable: bool,
     allowed: set[str] | None,
-) -> tuple[int, list[tuple[str, list[tuple[int, Any]]]]]:
+) -> tuple[int, list[tuple[str, list[tuple[int, Any]]]]] | Exception:
     """(error, [(topic, [(partition, value|None)])]) of one group, read from its shard's state.
 
     A function of its own, not a closure beside ``_fetch_group``'s operation: a compiled
     closure that another closure calls is kept in their shared scope, a reference cycle that
-    left every fetch's request to the cyclic GC instead of freeing it on return."""
+    left every fetch's request to the cyclic GC instead of freeing it on return.
+
+    What fails here is the request's answer (the exception, which the Reply turns into
+    UNKNOWN_SERVER_ERROR), on either path: a read changed nothing, so it is no reason to stop
+    the coordinator, as a failed operation is."""
+    try:
+        return _read_offsets(services, ctx, store, group_id, wanted, member, require_stable, allowed)
+    except Exception as e:
+        log.exception("offset fetch failed", group_id=group_id)
+        return e
+
+
+def _read_offsets(
+    services: Services,
+    ctx: RequestContext,
+    store: GroupStore,
+    group_id: str,
+    wanted: _Wanted,
+    member: tuple[str | None, int],
+    require_stable: bool,
+    allowed: set[str] | None,
+) -> tuple[int, list[tuple[str, list[tuple[int, Any]]]]]:
     consumer = store.kind(ConsumerGroups).get(group_id)
     if consumer is not None:
         error = consumer.validate_offset_fetch(*member)

@@ -91,7 +91,7 @@ class Durable:
 class _ShardWriter:
     """The records a shard's actors wrote since its last append, and when to append them."""
 
-    __slots__ = ("_batch", "_now", "_pending", "after_append", "flusher", "shard")
+    __slots__ = ("_batch", "_now", "_pending", "after_append", "flusher", "shard", "wide_write")
 
     def __init__(
         self,
@@ -106,6 +106,10 @@ class _ShardWriter:
         self._pending: list[Write] = []
         self._batch: Durable | None = None
         self.after_append = after_append
+        # The last write of an operation on the partition as a whole (a transaction marker): it
+        # changes what any key of the shard reads (pending offsets become committed), so what a
+        # key's operation answers waits for it as for the key's own last write.
+        self.wide_write: Durable | None = None
 
     def write(
         self,
@@ -238,15 +242,21 @@ class Actor:
             runtime.actors.pop(self.key, None)
 
     def _commit(self, outcome: Outcome) -> None:
+        writer = self.writer
         if outcome.records or outcome.marker is not None:
-            self._last_write = self.writer.write(outcome.records, outcome.producer, outcome.marker)
+            self._last_write = writer.write(outcome.records, outcome.producer, outcome.marker)
+            if self.partition_wide:
+                writer.wide_write = self._last_write
         if not outcome.responses:
             return
         pending = self._last_write
         if pending is None or (pending.done and pending.error is None):
-            for responder, value in outcome.responses:
-                responder(value)
-            return
+            wide = writer.wide_write
+            if wide is None or (wide.done and wide.error is None):
+                for responder, value in outcome.responses:
+                    responder(value)
+                return
+            pending = wide  # flush rounds settle in order: the later of the two
         pending.add(_Release(outcome.responses, self.runtime))
 
     def _arm_timer(self) -> None:
@@ -372,8 +382,9 @@ class CoordinatorRuntime(Generic[S]):
         the run queue's pass of the event loop. When its answer waits for no
         write (a read, whose key has nothing unsynced), the handler's Reply settles before the
         handler returns: the dispatcher then answers at once, not through the connection's queue
-        of owed responses. An answer still waits for the key's last write to be durable (the
-        actor's ``_commit``), and records are still appended with the shard's next batch.
+        of owed responses. An answer still waits for the key's last write to be durable, and for
+        the partition's last partition-wide write (the actor's ``_commit``); records are still
+        appended with the shard's next batch.
         ``tell`` never runs ``op`` before returning: callers inside operations, or that set up
         what ``op`` answers through after telling it, rely on that.
         """
@@ -391,12 +402,17 @@ class CoordinatorRuntime(Generic[S]):
             self._draining = False
 
     def idle(self, key: str) -> bool:
-        """Nothing of ``key``'s is queued, running or waiting to be durable: its state may be read
-        at once, outside an operation, and a read finds only what the log holds (Kafka's read
-        operations read the last committed state). A handler that reads without an operation
-        when this holds answers as ``run_or_tell`` would have, minus the actor's bookkeeping."""
-        if self._draining:
+        """Nothing of ``key``'s is queued, running or waiting to be durable, nor a write on its
+        whole partition (a transaction marker): its state may be read at once, outside an
+        operation, and a read finds only what the log holds (Kafka's read operations read the
+        last committed state). A handler that reads without an operation when this holds answers
+        as ``run_or_tell`` would have, minus the actor's bookkeeping. Never after a failed write
+        (memory may be ahead of the log)."""
+        if self._draining or self.failed is not None:
             return False
+        wide = self._writers[self.partition_for(key)].wide_write
+        if wide is not None and not (wide.done and wide.error is None):
+            return False  # a marker's effect on the key's state is not durable yet
         actor = self.actors.get(key)
         if actor is None:  # an actor outlives its key's last write until that write is durable
             return True

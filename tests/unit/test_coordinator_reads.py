@@ -137,7 +137,7 @@ def test_a_key_is_idle_for_reads_only_with_nothing_queued_running_or_unsynced(tm
         records = commit_records("g", [("t", 0, 5, -1, "")], 0, -1)
         runtime.run_or_tell("g", _noting(answered, "commit", records))
         seen.append(("written, not yet durable", runtime.idle("g")))
-        for _ in range(100):
+        for _ in range(1000):
             if answered[-1:] == ["commit answered"]:
                 break
             await asyncio.sleep(0.01)
@@ -217,3 +217,36 @@ def test_a_reply_not_settled_is_deferred_and_framed_when_it_settles() -> None:
     assert got == []
     later[0](ErrorCode.NONE)
     assert [(_error_of(frame), error) for frame, error in got] == [(0, None)]
+
+
+def test_a_partition_wide_write_holds_back_reads_of_every_key_of_its_partition(tmp_path: Path) -> None:
+    # A transaction marker runs on the partition as a whole and makes pending offsets of any
+    # group committed: until its batch is durable, no key of the partition is idle, and what an
+    # operation on one answers waits for it too.
+    async def main() -> list[str]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.start()
+        runtime = _runtime(tmp_path, flusher)  # one partition: every key shares it
+        events: list[str] = []
+        records = commit_records("other", [("t", 0, 5, -1, "")], 0, -1)
+        runtime.tell_partition(0, _noting(events, "marker", records))
+        await asyncio.sleep(0)  # the run queue's pass runs it; its batch waits for a round
+        events.append(f"idle after the marker ran: {runtime.idle('g')}")
+        runtime.run_or_tell("g", _noting(events, "read g"))
+        for _ in range(1000):
+            if "read g answered" in events:
+                break
+            await asyncio.sleep(0.01)
+        events.append(f"idle once durable: {runtime.idle('g')}")
+        runtime.close()
+        flusher.close()
+        return events
+
+    assert asyncio.run(main()) == [
+        "marker",
+        "idle after the marker ran: False",
+        "read g",
+        "marker answered",
+        "read g answered",
+        "idle once durable: True",
+    ]
