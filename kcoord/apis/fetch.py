@@ -130,7 +130,9 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
 
     if req.max_wait_ms <= 0 or total >= req.min_bytes or any_error or not plan:
         return finish(reads)
-    return _long_poll(services, req, plan, uses_ids, isolation, max_bytes, v, finish, denied)
+    waiting = _WaitingFetch(services, req, plan, uses_ids, isolation, max_bytes, v, finish, denied)
+    waiting.wait()
+    return waiting.reply
 
 
 def _unreadable(services: Services, ctx: RequestContext, plan: list, uses_ids: bool) -> frozenset[Any]:
@@ -149,28 +151,13 @@ def _unreadable(services: Services, ctx: RequestContext, plan: list, uses_ids: b
     return frozenset(key for key, *_ in plan if (name := names[key[0]]) is not None and name not in readable)
 
 
-def _long_poll(
-    services: Services,
-    req: Any,
-    plan: list,
-    uses_ids: bool,
-    isolation: int,
-    max_bytes: int,
-    version: int,
-    finish: Callable[[list[_Read]], Any],
-    denied: frozenset[Any] = frozenset(),
-) -> Reply:
-    """Below MinBytes: read again whenever a requested partition's high watermark moves, until
-    there is enough, MaxWaitMs is up or the broker stops."""
-    fetch = _WaitingFetch(services, req, plan, uses_ids, isolation, max_bytes, version, finish, denied)
-    fetch.wait()
-    return fetch.reply
-
-
 class _WaitingFetch:
-    """A Fetch in its long poll. An object, not two closures that call each other: those would
-    hold each other's cells, a cycle that left each waiting fetch (its Reply, its poll, its
-    plan) to the cyclic GC instead of freeing it once answered."""
+    """A Fetch below MinBytes: it reads again whenever a requested partition's high watermark
+    moves, until there is enough, MaxWaitMs is up or the broker stops.
+
+    An object, not two closures that call each other: those would hold each other's cells, a
+    cycle that left each waiting fetch (its Reply, its poll, its plan) to the cyclic GC instead
+    of freeing it once answered."""
 
     def __init__(
         self,

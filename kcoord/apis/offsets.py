@@ -448,37 +448,24 @@ def _fetched(
     UNKNOWN_SERVER_ERROR), on either path: a read changed nothing, so it is no reason to stop
     the coordinator, as a failed operation is."""
     try:
-        return _read_offsets(services, ctx, store, group_id, wanted, member, require_stable, allowed)
+        consumer = store.kind(ConsumerGroups).get(group_id)
+        if consumer is not None:
+            error = consumer.validate_offset_fetch(*member)
+            if error:
+                return error, []
+        offsets = store.offsets
+        data: list[tuple[str, list[tuple[int, Any]]]] = offsets.fetch(group_id, wanted.topics)
+        if require_stable and offsets.pending.by_key:
+            data = [
+                (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
+                for t, parts in data
+            ]
+        if services.authorizer is None:
+            return 0, data
+        return 0, _authorized_only(services, ctx, allowed, data)
     except Exception as e:
         log.exception("offset fetch failed", group_id=group_id)
         return e
-
-
-def _read_offsets(
-    services: Services,
-    ctx: RequestContext,
-    store: GroupStore,
-    group_id: str,
-    wanted: _Wanted,
-    member: tuple[str | None, int],
-    require_stable: bool,
-    allowed: set[str] | None,
-) -> tuple[int, list[tuple[str, list[tuple[int, Any]]]]]:
-    consumer = store.kind(ConsumerGroups).get(group_id)
-    if consumer is not None:
-        error = consumer.validate_offset_fetch(*member)
-        if error:
-            return error, []
-    offsets = store.offsets
-    data: list[tuple[str, list[tuple[int, Any]]]] = offsets.fetch(group_id, wanted.topics)
-    if require_stable and offsets.pending.by_key:
-        data = [
-            (t, [(p, UNSTABLE if offsets.has_pending(group_id, t, p) else value) for p, value in parts])
-            for t, parts in data
-        ]
-    if services.authorizer is None:
-        return 0, data
-    return 0, _authorized_only(services, ctx, allowed, data)
 
 
 def _authorized_only(

@@ -62,12 +62,13 @@ class Durable:
     of a future per write, so releasing the answers of a flush round costs no event-loop passes.
     """
 
-    __slots__ = ("callbacks", "done", "error")
+    __slots__ = ("callbacks", "done", "error", "order")
 
-    def __init__(self) -> None:
+    def __init__(self, order: int = 0) -> None:
         self.callbacks: list[Callable[[BaseException | None], None]] = []
         self.done = False
         self.error: BaseException | None = None
+        self.order = order  # its place among its shard's batches, which settle in this order
 
     def add(self, callback: Callable[[BaseException | None], None]) -> None:
         if self.done:
@@ -88,10 +89,15 @@ class Durable:
                 log.exception("releasing coordinator answers failed")
 
 
+def synced(write: Durable | None) -> bool:
+    """No write, or one that is durable: nothing for an answer to wait for."""
+    return write is None or (write.done and write.error is None)
+
+
 class _ShardWriter:
     """The records a shard's actors wrote since its last append, and when to append them."""
 
-    __slots__ = ("_batch", "_now", "_pending", "after_append", "flusher", "shard", "wide_write")
+    __slots__ = ("_batch", "_batches", "_now", "_pending", "after_append", "flusher", "shard", "wide_write")
 
     def __init__(
         self,
@@ -105,6 +111,7 @@ class _ShardWriter:
         self._now = now
         self._pending: list[Write] = []
         self._batch: Durable | None = None
+        self._batches = 0
         self.after_append = after_append
         # The last write of an operation on the partition as a whole (a transaction marker): it
         # changes what any key of the shard reads (pending offsets become committed), so what a
@@ -136,7 +143,8 @@ class _ShardWriter:
             pending.append(Write(list(records), producer, marker))
         batch = self._batch
         if batch is None:
-            batch = self._batch = Durable()
+            self._batches += 1
+            batch = self._batch = Durable(self._batches)
             if self.flusher.waits_for_disk:
                 self.flusher.before_next_round(self._append_pending)
             else:
@@ -250,13 +258,19 @@ class Actor:
         if not outcome.responses:
             return
         pending = self._last_write
-        if pending is None or (pending.done and pending.error is None):
-            wide = writer.wide_write
-            if wide is None or (wide.done and wide.error is None):
-                for responder, value in outcome.responses:
-                    responder(value)
-                return
-            pending = wide  # flush rounds settle in order: the later of the two
+        wide = writer.wide_write
+        # A shard's batches settle in order: waiting for the later unsynced one covers both (a
+        # failed write of the key's own is waited for: its answers get the failure).
+        if (
+            wide is not None
+            and not synced(wide)
+            and (pending is None or synced(pending) or (not pending.done and wide.order > pending.order))
+        ):
+            pending = wide
+        if pending is None or synced(pending):
+            for responder, value in outcome.responses:
+                responder(value)
+            return
         pending.add(_Release(outcome.responses, self.runtime))
 
     def _arm_timer(self) -> None:
@@ -410,16 +424,14 @@ class CoordinatorRuntime(Generic[S]):
         (memory may be ahead of the log)."""
         if self._draining or self.failed is not None:
             return False
-        wide = self._writers[self.partition_for(key)].wide_write
-        if wide is not None and not (wide.done and wide.error is None):
+        if not synced(self._writers[self.partition_for(key)].wide_write):
             return False  # a marker's effect on the key's state is not durable yet
         actor = self.actors.get(key)
         if actor is None:  # an actor outlives its key's last write until that write is durable
             return True
         if actor.mailbox:
             return False
-        last = actor._last_write
-        return last is None or (last.done and last.error is None)
+        return synced(actor._last_write)
 
     def tell_partition(self, index: int, op: Operation[S]) -> None:
         """Run ``op`` on partition ``index`` as a whole (a transaction marker ends a producer's

@@ -250,3 +250,30 @@ def test_a_partition_wide_write_holds_back_reads_of_every_key_of_its_partition(t
         "read g answered",
         "idle once durable: True",
     ]
+
+
+def test_an_answer_waits_for_the_later_of_its_keys_write_and_a_partition_wide_one(tmp_path: Path) -> None:
+    # The key's own commit syncs in one round, a marker written after it in a later one: a read
+    # of the key run after both is answered only once the marker's round is durable.
+    async def main() -> list[str]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.start()
+        runtime = _runtime(tmp_path, flusher)
+        events: list[str] = []
+        runtime.run_or_tell("g", _noting(events, "commit", commit_records("g", [("t", 0, 5, -1, "")], 0, -1)))
+        for _ in range(100):  # until the commit's batch is appended and its round syncing
+            await asyncio.sleep(0)
+            if runtime._writers[0]._batch is None:
+                break
+        marker_records = commit_records("other", [("t", 0, 7, -1, "")], 0, -1)
+        runtime.tell_partition(0, _noting(events, "marker", marker_records))
+        runtime.tell("g", _noting(events, "read g"))
+        for _ in range(1000):
+            if "read g answered" in events:
+                break
+            await asyncio.sleep(0.01)
+        runtime.close()
+        flusher.close()
+        return [e for e in events if e.endswith("answered")]
+
+    assert asyncio.run(main()) == ["commit answered", "marker answered", "read g answered"]
