@@ -54,11 +54,11 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
-from kcoord.metrics import OFFSET_COMMIT, OFFSET_DELETION
+from kcoord.metrics import OFFSET_COMMIT, OFFSET_DELETION, Meter
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.offsets_codec import (
-    CommitRequestTopic,
+    CommitTopic,
     FetchPartition,
     FetchRequestTopic,
     FetchTopic,
@@ -112,11 +112,11 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
         _warn_empty_group(ctx, "OffsetCommit")
     pm = services.partitions
     max_meta = services.config.offset_metadata_max_bytes
-    # (response topic index, partition index) -> error, for partitions refused before the group sees them
-    results: list[tuple[CommitRequestTopic, list[list[int]]]] = []
+    # The answer's topics; partitions refused before the group sees them have their error now.
+    answer: list[CommitTopic] = []
     commits: list[tuple[str, int, int, int, str]] = []
     committed_ids: list[tuple[uuid.UUID, int]] = []  # (topic id, partition) of each commit
-    slots: list[list[int]] = []
+    slots: list[list[int]] = []  # [partition, error] of each commit, for the group's error
     for t in req.topics:
         # By id from v10 (the zero uuid decodes as None: no topic), else by name (never null).
         tid, tname = t.topic_id, t.name
@@ -156,54 +156,113 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
                 )
                 committed_ids.append((topic.topic_id, index))  # type: ignore[union-attr]
                 slots.append(entry)
-        results.append((t, parts))
+        answer.append((tname, tid if v >= 10 else None, parts))
 
-    build = _commit_answer(results, slots, v)
+    build = _CommitAnswer(answer, slots)
     if not commits:
         return build()
-    generation = req.generation_id_or_member_epoch
-    member_id = req.member_id
-    instance = req.group_instance_id if v >= 7 else None
-    retention = req.retention_time_ms if v <= 4 else -1
     reply, respond = reply_with(build)
     gid = req.group_id
-    commits_meter = services.metrics.meter(OFFSET_COMMIT, ())
+    services.groups.run_or_tell(
+        gid,
+        _CommitOp(
+            gid,
+            req.member_id,
+            req.generation_id_or_member_epoch,
+            req.group_instance_id if v >= 7 else None,
+            v,
+            commits,
+            committed_ids,
+            req.retention_time_ms if v <= 4 else -1,
+            services.metrics.meter(OFFSET_COMMIT, ()),
+            respond,
+        ),
+    )
+    return reply
 
-    def op(store: GroupStore, now: int) -> Outcome:
+
+class _CommitAnswer:
+    """An OffsetCommit's answer, made once the group has checked the commit: ``group_error``
+    (the member's, say) replaces the code of every partition the group was asked to commit.
+
+    Objects, this and :class:`_CommitOp`, where they were closures: compiled, each closure was
+    two objects (its scope and itself) per request. The operation holds the Reply that holds
+    this, and neither names the other back: no reference cycle."""
+
+    __slots__ = ("answer", "slots")
+
+    def __init__(self, answer: list[CommitTopic], slots: list[list[int]]) -> None:
+        self.answer = answer
+        self.slots = slots
+
+    def __call__(self, group_error: int = 0) -> OffsetCommitAnswer:
+        if group_error:
+            for entry in self.slots:
+                entry[1] = group_error
+        return OffsetCommitAnswer(self.answer)
+
+
+class _CommitOp:
+    """The group's part of an OffsetCommit: check the member, write the offsets."""
+
+    __slots__ = (
+        "commits",
+        "committed_ids",
+        "generation",
+        "gid",
+        "instance",
+        "member_id",
+        "meter",
+        "respond",
+        "retention",
+        "v",
+    )
+
+    def __init__(
+        self,
+        gid: str,
+        member_id: str,
+        generation: int,
+        instance: str | None,
+        v: int,
+        commits: list[tuple[str, int, int, int, str]],
+        committed_ids: list[tuple[uuid.UUID, int]],
+        retention: int,
+        meter: Meter,
+        respond: Callable[[Any], None],
+    ) -> None:
+        self.gid = gid
+        self.member_id = member_id
+        self.generation = generation
+        self.instance = instance
+        self.v = v
+        self.commits = commits
+        self.committed_ids = committed_ids
+        self.retention = retention
+        self.meter = meter
+        self.respond = respond
+
+    def __call__(self, store: GroupStore, now: int) -> Outcome:
         out = Outcome()
+        gid = self.gid
+        generation = self.generation
         consumer = store.kind(ConsumerGroups).get(gid)
         if consumer is not None:
-            error = consumer.validate_offset_commit(member_id, generation, v, committed_ids)
+            error = consumer.validate_offset_commit(self.member_id, generation, self.v, self.committed_ids)
         else:
             groups = store.kind(ClassicGroups)
             # Standalone commits (no generation) create the group, as Kafka's do.
             group = groups.get_or_create(gid, now) if generation < 0 else groups.get(gid)
             if group is None:
-                error = ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION
+                error = ErrorCode.GROUP_ID_NOT_FOUND if self.v >= 9 else ErrorCode.ILLEGAL_GENERATION
             else:
-                error = offset_rules.validate_commit(group, member_id, instance, generation)
+                error = offset_rules.validate_commit(group, self.member_id, self.instance, generation)
         if not error:
-            out.records = commit_records(gid, commits, now, retention)
-            commits_meter.record(now, len(commits))
-        out.respond(respond, error)
+            commits = self.commits
+            out.records = commit_records(gid, commits, now, self.retention)
+            self.meter.record(now, len(commits))
+        out.respond(self.respond, error)
         return out
-
-    services.groups.run_or_tell(gid, op)
-    return reply
-
-
-def _commit_answer(
-    results: list[tuple[CommitRequestTopic, list[list[int]]]], slots: list[list[int]], v: int
-) -> Callable[..., Any]:
-    # A closure of its own, so that the operation's closure (which holds the responder, which
-    # holds this) does not hold its own scope: no reference cycle per request.
-    def build(group_error: int = 0) -> Any:
-        if group_error:
-            for entry in slots:
-                entry[1] = group_error
-        return OffsetCommitAnswer([(t.name, t.topic_id if v >= 10 else None, parts) for t, parts in results])
-
-    return build
 
 
 def commit_error_response(req: Any, version: int, code: int, message: str | None) -> Any:

@@ -11,9 +11,12 @@ response and the connection queues it for the next write.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 Consumer = Callable[[Any, BaseException | None], None]
+# Final: compiled, a builtin class other than the few mypyc knows is looked up on the builtins
+# module at every use (an isinstance per answer).
+_BaseException: Final = BaseException
 
 
 class Reply:
@@ -35,7 +38,7 @@ class Reply:
         """``reply_with``'s responder: resolve with ``build(value)``; an exception fails it."""
         if self._done:
             return
-        if isinstance(value, BaseException):
+        if isinstance(value, _BaseException):
             self.fail(value)
             return
         build = self._build
@@ -74,7 +77,7 @@ class Reply:
 
     def settle(self, value: Any) -> None:
         """Resolve, or fail when ``value`` is an exception (the groups' Responder convention)."""
-        if isinstance(value, BaseException):
+        if isinstance(value, _BaseException):
             self.fail(value)
         else:
             self.resolve(value)
@@ -116,7 +119,7 @@ def reply_all(count: int, build: Callable[[list[Any]], Any]) -> tuple[Reply, lis
     def responder(i: int) -> Callable[[Any], None]:
         def answer(value: Any) -> None:
             nonlocal missing
-            if isinstance(value, BaseException):
+            if isinstance(value, _BaseException):
                 respond(value)
                 return
             values[i] = value

@@ -195,6 +195,13 @@ static int arity(Py_ssize_t nargs, Py_ssize_t want, const char *name) {
     return 0;
 }
 
+/* The answers' arity: the body's arguments, or those and the frame head's two. */
+static int body_or_frame_arity(Py_ssize_t nargs, Py_ssize_t body, const char *name) {
+    if (nargs == body || nargs == body + 2) return 1;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd or %zd arguments, not %zd", name, body, body + 2, nargs);
+    return 0;
+}
+
 /* offset_value(offset, leader_epoch, metadata, commit_timestamp) -> bytes
  * The OffsetCommit record's value, version 3 (no expiry): as groups.records.encode_offset_value. */
 static PyObject *offset_value(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -211,11 +218,34 @@ static PyObject *offset_value(PyObject *self, PyObject *const *args, Py_ssize_t 
     return out_bytes(&o);
 }
 
-/* commit_answer(topics, version) -> bytes
- * An OffsetCommit response body (v2-v10), throttle time 0: as OffsetCommitAnswer.encode.
+/* A response frame around the body the caller writes next: the size (patched by `head_done`),
+ * the correlation id and, in response header v1, empty tagged fields. The dispatcher's
+ * struct.pack of the head and its concatenation with the body were a Python call, two bytes
+ * objects and a copy per answer. */
+static int head_begin(Out *o, PyObject *const *args, Py_ssize_t at, Py_ssize_t nargs, int *framed) {
+    *framed = nargs > at;
+    if (!*framed) return 0;
+    int tagged = PyObject_IsTrue(args[at + 1]);
+    if (tagged < 0) return -1;
+    if (put_be(o, 0, 4) < 0 || put_int(o, args[at], 4) < 0) return -1;
+    return tagged ? put_raw(o, "\x00", 1) : 0;
+}
+
+static void head_done(Out *o, int framed) {
+    if (!framed) return;
+    uint64_t size = (uint64_t)(o->len - 4);
+    for (int i = 3; i >= 0; i--) {
+        o->data[i] = (char)(size & 0xff);
+        size >>= 8;
+    }
+}
+
+/* commit_answer(topics, version[, correlation_id, tagged]) -> bytes
+ * An OffsetCommit response body (v2-v10), throttle time 0: as OffsetCommitAnswer.encode; with
+ * the correlation id, the whole response frame: as OffsetCommitAnswer.encode_framed.
  * topics: [(name, topic id or None, [[partition, error code]])]. */
 static PyObject *commit_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (!arity(nargs, 2, "commit_answer")) return NULL;
+    if (!body_or_frame_arity(nargs, 2, "commit_answer")) return NULL;
     long version = PyLong_AsLong(args[1]);
     if (version == -1 && PyErr_Occurred()) return NULL;
     int flexible = version >= 8;
@@ -224,6 +254,8 @@ static PyObject *commit_answer(PyObject *self, PyObject *const *args, Py_ssize_t
     if (items_of(args[0], &topics, &n_topics, "topics") < 0) return NULL;
     Out o;
     out_init(&o);
+    int framed;
+    if (head_begin(&o, args, 2, nargs, &framed) < 0) return fail(&o);
     if ((version >= 3 && put_be(&o, 0, 4) < 0) || put_count(&o, n_topics, flexible) < 0) return fail(&o);
     for (Py_ssize_t t = 0; t < n_topics; t++) {
         PyObject **topic, **parts, **part;
@@ -240,6 +272,7 @@ static PyObject *commit_answer(PyObject *self, PyObject *const *args, Py_ssize_t
         if (flexible && put_raw(&o, "\x00", 1) < 0) return fail(&o);
     }
     if (flexible && put_raw(&o, "\x00", 1) < 0) return fail(&o);
+    head_done(&o, framed);
     return out_bytes(&o);
 }
 
@@ -258,17 +291,20 @@ static int put_fetch_partitions(Out *o, PyObject *seq, long version, int flexibl
     return 0;
 }
 
-/* fetch_answer(version, topics, error, groups) -> bytes
- * An OffsetFetch response body (v1-v10), throttle time 0: as OffsetFetchAnswer.encode.
+/* fetch_answer(version, topics, error, groups[, correlation_id, tagged]) -> bytes
+ * An OffsetFetch response body (v1-v10), throttle time 0: as OffsetFetchAnswer.encode; with the
+ * correlation id, the whole response frame: as OffsetFetchAnswer.encode_framed.
  * v1-v7: topics [(name, None, partitions)] and error (v2+); v8+: groups
  * [(group id, error, [(name, topic id or None, partitions)])]. */
 static PyObject *fetch_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (!arity(nargs, 4, "fetch_answer")) return NULL;
+    if (!body_or_frame_arity(nargs, 4, "fetch_answer")) return NULL;
     long version = PyLong_AsLong(args[0]);
     if (version == -1 && PyErr_Occurred()) return NULL;
     int flexible = version >= 6;
     Out o;
     out_init(&o);
+    int framed;
+    if (head_begin(&o, args, 4, nargs, &framed) < 0) return fail(&o);
     if (version >= 3 && put_be(&o, 0, 4) < 0) return fail(&o);
     Py_ssize_t n;
     PyObject **groups, **group, **topics, **topic;
@@ -299,6 +335,7 @@ static PyObject *fetch_answer(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
     }
     if (flexible && put_raw(&o, "\x00", 1) < 0) return fail(&o);
+    head_done(&o, framed);
     return out_bytes(&o);
 }
 
@@ -354,9 +391,9 @@ static PyMethodDef methods[] = {
     {"offset_value", (PyCFunction)(void (*)(void))offset_value, METH_FASTCALL,
      "offset_value(offset, leader_epoch, metadata, commit_timestamp) -> bytes"},
     {"commit_answer", (PyCFunction)(void (*)(void))commit_answer, METH_FASTCALL,
-     "commit_answer(topics, version) -> bytes"},
+     "commit_answer(topics, version[, correlation_id, tagged]) -> bytes"},
     {"fetch_answer", (PyCFunction)(void (*)(void))fetch_answer, METH_FASTCALL,
-     "fetch_answer(version, topics, error, groups) -> bytes"},
+     "fetch_answer(version, topics, error, groups[, correlation_id, tagged]) -> bytes"},
     {"batch_body", (PyCFunction)(void (*)(void))batch_body, METH_FASTCALL, "batch_body(entries) -> bytes"},
     {NULL, NULL, 0, NULL},
 };

@@ -12,7 +12,11 @@ where a memoryview's are Python calls (a string read cost four times as much).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
+from typing import Final
+
+_SIZE_CORR: Final = struct.Struct(">ii")  # frame size, correlation id
 
 
 class MalformedRequest(ValueError):
@@ -36,6 +40,19 @@ class RequestHeader:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.body_offset = body_offset
+
+
+def response_head(body_size: int, correlation_id: int, tagged: bool) -> bytes:
+    """What precedes a response body of ``body_size`` bytes: the frame size, the correlation id
+    and, when ``tagged`` (response header v1), empty tagged fields."""
+    if tagged:
+        return _SIZE_CORR.pack(body_size + 5, correlation_id) + b"\x00"
+    return _SIZE_CORR.pack(body_size + 4, correlation_id)
+
+
+def response_frame(body: bytes | bytearray, correlation_id: int, tagged: bool) -> bytes:
+    """A response's frame: its head (:func:`response_head`), then ``body``."""
+    return response_head(len(body), correlation_id, tagged) + body
 
 
 def int16_at(buf: bytes, pos: int) -> int:

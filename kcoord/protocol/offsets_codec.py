@@ -19,7 +19,7 @@ from typing import Final
 
 from kcoord.protocol.fields import any_string as _string
 from kcoord.protocol.fields import array_length as _count
-from kcoord.protocol.frames import MalformedRequest, int32_at, int64_at
+from kcoord.protocol.frames import MalformedRequest, int32_at, int64_at, response_frame
 from kcoord.protocol.native import codecs as _native
 from kcoord.protocol.request_reader import (
     ZERO_UUID,
@@ -56,6 +56,12 @@ class OffsetCommitAnswer:
 
     # The answers are pieces of bytes joined once: compiled, bytes made by to_bytes and joined
     # are C calls, where each bytearray += or struct.pack is a Python call.
+    def encode_framed(self, version: int, correlation_id: int, tagged: bool) -> bytes:
+        """The response frame (header and body), written in one buffer by the C codecs."""
+        if _native is not None:
+            return _native.commit_answer(self.topics, version, correlation_id, tagged)
+        return response_frame(self.encode(version), correlation_id, tagged)
+
     def encode(self, version: int) -> bytes:
         if _native is not None:
             return _native.commit_answer(self.topics, version)
@@ -106,6 +112,12 @@ class OffsetFetchAnswer:
         self.topics = topics or []
         self.error = error
         self.groups = groups or []
+
+    def encode_framed(self, version: int, correlation_id: int, tagged: bool) -> bytes:
+        """The response frame (header and body), written in one buffer by the C codecs."""
+        if _native is not None:
+            return _native.fetch_answer(version, self.topics, self.error, self.groups, correlation_id, tagged)
+        return response_frame(self.encode(version), correlation_id, tagged)
 
     def encode(self, version: int) -> bytes:
         if _native is not None:

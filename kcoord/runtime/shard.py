@@ -210,9 +210,10 @@ class CoordinatorShard(Generic[S]):
     def _apply(self, outcome: Outcome, now: int) -> None:
         state = self.state
         if outcome.producer is None:
-            replay = state.replay
+            # Called as a method, not held as a bound one: an operation writes a record or two,
+            # and a bound method is one more object made and freed per operation.
             for key, value in outcome.records:
-                replay(key, value, now)
+                state.replay(key, value, now)
         else:
             pid, epoch = outcome.producer
             for key, value in outcome.records:

@@ -20,10 +20,9 @@ counter the route holds, so the cost per request is two clock reads and two incr
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any, Final
+from typing import Any
 
 import structlog
 
@@ -36,6 +35,8 @@ from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError
 from kcoord.protocol.frames import (
     MalformedRequest,
     parse_request_header,
+    response_frame,
+    response_head,
     skip_tagged_fields,
 )
 from kcoord.protocol.messages import ApiKey, null_violation
@@ -43,7 +44,6 @@ from kcoord.server.api_table import ApiSpec, ApiTable
 
 log = structlog.get_logger(__name__)
 
-_SIZE_CORR: Final = struct.Struct(">ii")  # frame size, correlation id
 Frame = bytes | list[Any]  # a framed response: bytes, or buffers to write one after the other
 
 
@@ -62,17 +62,16 @@ def _error_code(answer: Any) -> int:
 
 
 def _framed(response: Any, version: int, correlation_id: int, tagged: bool) -> Frame:
+    if hasattr(response, "encode_framed"):  # the hot answers write their frame in one buffer
+        framed: bytes = response.encode_framed(version, correlation_id, tagged)
+        return framed
     if hasattr(response, "encode_chunks"):
         chunks = response.encode_chunks(version)
         size = sum(len(c) for c in chunks)
-        head = _SIZE_CORR.pack(size + 5 if tagged else size + 4, correlation_id)
-        return [head + b"\x00" if tagged else head, *chunks]
+        return [response_head(size, correlation_id, tagged), *chunks]
     # Positional: kafka-python's encode(version=None, ...) takes it so too, and a compiled
     # answer's encode is then called without parsing a keyword.
-    body: bytes | bytearray = response.encode(version)  # kafka-python: bytearray
-    if tagged:
-        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
-    return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
+    return response_frame(response.encode(version), correlation_id, tagged)  # kafka-python: bytearray
 
 
 class _Route:

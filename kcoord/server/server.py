@@ -73,7 +73,10 @@ _ids = itertools.count(1)
 
 
 class _Pending:
-    """A response slot: filled later, written when everything before it was written."""
+    """A response slot: filled later, written when everything before it was written.
+
+    Called with the answer (a DeferredAnswer's consumer): the slot itself, where its bound
+    ``deliver`` method was one more object made per deferred answer."""
 
     __slots__ = ("conn", "data", "done")
 
@@ -82,7 +85,7 @@ class _Pending:
         self.data: Frame | None = None
         self.done = False
 
-    def deliver(self, data: Frame | None, error: BaseException | None) -> None:
+    def __call__(self, data: Frame | None, error: BaseException | None) -> None:
         self.conn.server.answers_owed -= 1
         self.conn._deliver(self, data, error)
 
@@ -426,7 +429,7 @@ class KafkaConnection(asyncio.Protocol):
             slot = _Pending(self)
             queue.append(slot)
             self.server.answers_owed += 1
-            result.then(slot.deliver)
+            result.then(slot)
         if out:
             self._unsent += out  # written by the caller's _end_pass, or with the next answers
         return pos

@@ -78,6 +78,18 @@ def test_offset_values_match(offset: int, epoch: int, metadata: str, timestamp: 
 def test_commit_answers_match(version: int, topics: list[Any]) -> None:
     topics = [(n, t, [[p, e % 2**15] for p, e in parts]) for n, t, parts in topics]
     _same(offsets_codec, lambda: OffsetCommitAnswer(topics).encode(version))
+    _same_frames(lambda corr, tagged: OffsetCommitAnswer(topics).encode_framed(version, corr, tagged))
+
+
+def _same_frames(encode_framed: Callable[[int, bool], Any]) -> None:
+    """A framed answer is the same in C and Python, and is the head then the body."""
+    for correlation_id, tagged in ((0, False), (-1, True), (2**31 - 1, True), (-(2**31), False)):
+        native, python = list(_both(offsets_codec, lambda c=correlation_id, t=tagged: encode_framed(c, t)))
+        assert native == python
+        size = int.from_bytes(native[:4], "big")
+        assert size == len(native) - 4
+        assert int.from_bytes(native[4:8], "big", signed=True) == correlation_id
+        assert native[8:9] == (b"\x00" if tagged else native[8:9])
 
 
 partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_size=30), int16), max_size=4)
@@ -94,6 +106,9 @@ partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_siz
 )
 def test_fetch_answers_match(version: int, topics: list[Any], error: int, groups: list[Any]) -> None:
     _same(offsets_codec, lambda: OffsetFetchAnswer(topics, error, groups).encode(version))
+    _same_frames(
+        lambda corr, tagged: OffsetFetchAnswer(topics, error, groups).encode_framed(version, corr, tagged)
+    )
 
 
 record_parts = st.none() | st.binary(max_size=300) | st.binary(min_size=4000, max_size=9000)
@@ -183,3 +198,15 @@ def test_the_c_encoders_run_no_python_code_while_they_walk_a_list() -> None:
         codecs.commit_answer([("t", None, [[Index(), 0]])], 3)
     with pytest.raises(TypeError):
         codecs.commit_answer([(None, Id(int=1), [])], 10)
+
+
+def test_a_frame_head_is_refused_what_is_no_int32() -> None:
+    # A correlation id comes from a parsed header, so it always fits; C refuses what does not
+    # rather than truncate it.
+    assert codecs is not None
+    with pytest.raises(OverflowError):
+        codecs.commit_answer([], 3, 2**31, False)
+    with pytest.raises(TypeError):
+        codecs.fetch_answer(5, [], 0, [], "1", False)
+    with pytest.raises(TypeError, match="2 or 4 arguments, not 3"):
+        codecs.commit_answer([], 3, 0)
