@@ -29,6 +29,7 @@ COMPILED = [
     "kcoord/apis/offsets.py",
     "kcoord/apis/produce.py",
     "kcoord/apis/reply.py",
+    "kcoord/apis/services.py",
     "kcoord/classic/group.py",
     "kcoord/classic/member.py",
     "kcoord/classic/offsets.py",

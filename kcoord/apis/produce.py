@@ -44,6 +44,7 @@ from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_au
 from kcoord.apis.context import RequestContext
 from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
+from kcoord.config import BrokerConfig
 from kcoord.dataplane import compaction, compression
 from kcoord.dataplane.partitions import Partition, PartitionManager, Topic
 from kcoord.dataplane.topic_config import LONG_MAX
@@ -72,6 +73,7 @@ def handle(services: Services, ctx: RequestContext, req: ProduceRequest) -> Prod
     v = ctx.api_version
     acks = req.acks
     pm = services.partitions
+    config = services.config
     now = services.clock.now_ms()
     if acks not in (-1, 0, 1):
         return error_response(req, v, ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
@@ -120,7 +122,7 @@ def handle(services: Services, ctx: RequestContext, req: ProduceRequest) -> Prod
                 raw = frame_buffer[pd.records_at : pd.records_at + len(raw)]
             try:
                 base_offset, append_time, appended = append_records(
-                    services, part, raw, now, req.transactional_id, v
+                    config, part, raw, now, req.transactional_id, v
                 )
             except KafkaError as e:
                 errors = e.errors if isinstance(e, RecordErrors) else ()
@@ -200,7 +202,7 @@ def _verify_transaction(
 
 
 def append_records(
-    services: Services,
+    config: BrokerConfig,
     part: Partition,
     raw: bytes | memoryview | None,
     now: int,
@@ -210,7 +212,7 @@ def append_records(
     """Validate and append one partition's records: (base offset, log append time, appended)."""
     if not raw:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no records")
-    rules = part.topic.append_rules(services.config)
+    rules = part.topic.append_rules(config)
     # Not copied: the log stamps a writable buffer (a request read into a buffer of its own) in
     # place, and writes read-only bytes behind a stamped copy of each batch's start.
     data: bytearray | memoryview = raw if isinstance(raw, memoryview) else memoryview(raw)

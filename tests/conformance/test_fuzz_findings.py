@@ -68,9 +68,8 @@ def refused_append(tmp_path: Path, configs: dict[str, str | None], batch: bytes)
         pm.create_topic("t", 1, configs)
         part = pm.partition("t", 0)
         assert part is not None
-        services: Any = SimpleNamespace(config=pm.config)
         with pytest.raises(KafkaError) as e:
-            append_records(services, part, batch, NOW, None, 9)
+            append_records(pm.config, part, batch, NOW, None, 9)
         assert part.high_watermark == 0
         return e.value.code
     finally:

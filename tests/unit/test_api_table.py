@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import struct
-from types import SimpleNamespace
 
 import pytest
 
-from kcoord.clock import SystemClock
-from kcoord.metrics import Metrics
+from kcoord.config import BrokerConfig
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, null_violation, request_class, response_class
 from kcoord.server.api_table import ApiSpec, ApiTable, build_table
+from kcoord.server.app import Broker
 from kcoord.server.dispatcher import Dispatcher
 from tests.wire import request_header
 
@@ -21,9 +20,9 @@ SPECS = list(TABLE)
 
 def dispatcher() -> Dispatcher:
     # Only ApiVersions is dispatched here: its handler needs nothing but the table's answer (and
-    # the dispatcher the request metrics it counts every request in).
-    services = SimpleNamespace(api_versions=TABLE.api_versions, metrics=Metrics(SystemClock()))
-    return Dispatcher(services, TABLE)  # type: ignore[arg-type]
+    # the dispatcher the request metrics it counts every request in). A broker's own services,
+    # made without starting it: nothing is opened.
+    return Dispatcher(Broker(BrokerConfig()).services, TABLE)
 
 
 def unframe(frame: bytes) -> tuple[int, bytes]:

@@ -6,18 +6,17 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from kcoord.apis.reply import Reply, reply_with
-from kcoord.clock import ManualClock, SystemClock
-from kcoord.config import build_config
+from kcoord.clock import ManualClock
+from kcoord.config import BrokerConfig, build_config
 from kcoord.groups.offsets import commit_records
-from kcoord.metrics import Metrics
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.runtime.outcome import Outcome
 from kcoord.server.api_table import ApiSpec, ApiTable
+from kcoord.server.app import Broker
 from kcoord.server.coordinators import group_runtime
 from kcoord.server.dispatcher import DeferredAnswer, Dispatcher
 from kcoord.storage.flush import Flusher
@@ -171,7 +170,9 @@ def _dispatcher(handler: Any) -> Dispatcher:
             )
         ]
     )
-    return Dispatcher(SimpleNamespace(metrics=Metrics(SystemClock())), table)  # type: ignore[arg-type]
+    # A broker's own services (made without starting it: nothing is opened), for the request
+    # metrics the dispatcher counts in.
+    return Dispatcher(Broker(BrokerConfig()).services, table)
 
 
 def _answer(error: int) -> Any:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -55,8 +53,7 @@ def topic(pm: PartitionManager, name: str, configs: dict[str, str | None]) -> Pa
 
 
 def append(pm: PartitionManager, part: Partition, raw: bytes) -> tuple[int, int, bool]:
-    services: Any = SimpleNamespace(config=pm.config)
-    return append_records(services, part, raw, NOW, None, 11)
+    return append_records(pm.config, part, raw, NOW, None, 11)
 
 
 def refused(pm: PartitionManager, part: Partition, raw: bytes) -> KafkaError:

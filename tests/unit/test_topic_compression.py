@@ -7,8 +7,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -67,8 +65,7 @@ def topic(pm: PartitionManager, name: str, configs: dict[str, str | None]) -> Pa
 def append(
     pm: PartitionManager, part: Partition, raw: bytes, tid: str | None = None
 ) -> tuple[int, int, bool]:
-    services: Any = SimpleNamespace(config=pm.config)
-    return append_records(services, part, raw, T0, tid, PRODUCE_VERSION)
+    return append_records(pm.config, part, raw, T0, tid, PRODUCE_VERSION)
 
 
 def stored(part: Partition) -> list[tuple[records.BatchHeader, bytes]]:
@@ -213,13 +210,13 @@ def test_one_batch_per_partition_and_no_zstd_before_produce_v7(pm: PartitionMana
     part = topic(pm, "validate", {})
     two = batch([(b"a", b"1")]) + batch([(b"b", b"2")])
     with pytest.raises(KafkaError) as e:
-        append_records(SimpleNamespace(config=pm.config), part, two, T0, None, PRODUCE_VERSION)  # type: ignore[arg-type]
+        append_records(pm.config, part, two, T0, None, PRODUCE_VERSION)
     assert e.value.code == ErrorCode.INVALID_RECORD
     assert "exactly one record batch" in str(e.value.message)
     zstd = batch([(b"a", b"x" * 1000)], codec=4)
     assert records.read_header(zstd, 0).compression == 4
     with pytest.raises(KafkaError) as e:
-        append_records(SimpleNamespace(config=pm.config), part, zstd, T0, None, 6)  # type: ignore[arg-type]
+        append_records(pm.config, part, zstd, T0, None, 6)
     assert e.value.code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert part.high_watermark == 0
-    assert append_records(SimpleNamespace(config=pm.config), part, zstd, T0, None, 7)[0] == 0  # type: ignore[arg-type]
+    assert append_records(pm.config, part, zstd, T0, None, 7)[0] == 0
