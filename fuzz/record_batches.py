@@ -17,7 +17,6 @@ import struct
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import atheris
 
@@ -68,7 +67,7 @@ class Partitions:
         for name, configs in TOPICS:
             self.pm.create_topic(name, 1, configs)
             self.parts.append(self.pm.partition(name, 0))
-        self.services = SimpleNamespace(config=self.pm.config)
+        self.config = self.pm.config
 
     def next(self) -> None:
         self.inputs += 1
@@ -103,7 +102,7 @@ def one(data: bytes) -> None:
     if in_place:
         raw = memoryview(bytearray(raw))
     with contextlib.suppress(KafkaError):  # the partition's error answer
-        append_records(_partitions.services, part, raw, NOW, None, version)  # type: ignore[arg-type]
+        append_records(_partitions.config, part, raw, NOW, None, version)
 
 
 if __name__ == "__main__":

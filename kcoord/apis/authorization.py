@@ -18,9 +18,10 @@ from kcoord.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kcoord.protocol.errors import ErrorCode, KafkaError
 
 Op = AclOperation
-TOPIC = ResourceType.TOPIC
-GROUP = ResourceType.GROUP
-CLUSTER = ResourceType.CLUSTER
+# Final: compiled, a plain global is a dict lookup at every use (one or two per request).
+TOPIC: Final = ResourceType.TOPIC
+GROUP: Final = ResourceType.GROUP
+CLUSTER: Final = ResourceType.CLUSTER
 TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
 # The operations each resource type supports, reported in the authorized-operations bitfields.

@@ -249,13 +249,14 @@ static PyObject *commit_answer(PyObject *self, PyObject *const *args, Py_ssize_t
     long version = PyLong_AsLong(args[1]);
     if (version == -1 && PyErr_Occurred()) return NULL;
     int flexible = version >= 8;
-    Py_ssize_t n_topics;
-    PyObject **topics;
-    if (items_of(args[0], &topics, &n_topics, "topics") < 0) return NULL;
     Out o;
     out_init(&o);
     int framed;
+    /* First: `tagged`'s truth may run Python code, which must not see the lists borrowed. */
     if (head_begin(&o, args, 2, nargs, &framed) < 0) return fail(&o);
+    Py_ssize_t n_topics;
+    PyObject **topics;
+    if (items_of(args[0], &topics, &n_topics, "topics") < 0) return fail(&o);
     if ((version >= 3 && put_be(&o, 0, 4) < 0) || put_count(&o, n_topics, flexible) < 0) return fail(&o);
     for (Py_ssize_t t = 0; t < n_topics; t++) {
         PyObject **topic, **parts, **part;

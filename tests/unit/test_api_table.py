@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,11 +19,14 @@ TABLE = build_table()
 SPECS = list(TABLE)
 
 
-def dispatcher() -> Dispatcher:
+@pytest.fixture(scope="module")
+def dispatcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dispatcher]:
     # Only ApiVersions is dispatched here: its handler needs nothing but the table's answer (and
     # the dispatcher the request metrics it counts every request in). A broker's own services,
-    # made without starting it: nothing is opened.
-    return Dispatcher(Broker(BrokerConfig()).services, TABLE)
+    # made without starting it: only its flusher's directory handle is opened.
+    broker = Broker(BrokerConfig(log_dirs=str(tmp_path_factory.mktemp("broker"))))
+    yield Dispatcher(broker.services, TABLE)
+    broker.flusher.close()
 
 
 def unframe(frame: bytes) -> tuple[int, bytes]:
@@ -49,12 +53,12 @@ def test_table_refuses_a_range_beyond_the_schema_and_duplicates() -> None:
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
-def test_api_versions_lists_exactly_the_table(version: int) -> None:
+def test_api_versions_lists_exactly_the_table(version: int, dispatcher: Dispatcher) -> None:
     body = request_class(ApiKey.ApiVersions)(
         client_software_name="kcoord-tests", client_software_version="1.0"
     ).encode(version=version)
     head = request_header(ApiKey.ApiVersions, version, 77, "t", flexible=version >= 3)
-    frame = dispatcher().dispatch(head + body, None)
+    frame = dispatcher.dispatch(head + body, None)
     assert isinstance(frame, bytes)
     corr, payload = unframe(frame)
     assert corr == 77
@@ -98,24 +102,26 @@ def test_api_versions_v3_tags_only_the_features() -> None:
     assert decoded.finalized_features_epoch >= 0
 
 
-def test_unknown_api_key_closes_the_connection() -> None:
+def test_unknown_api_key_closes_the_connection(dispatcher: Dispatcher) -> None:
     with pytest.raises(CloseConnection):
-        dispatcher().dispatch(request_header(9999, 0, 1), None)
+        dispatcher.dispatch(request_header(9999, 0, 1), None)
     with pytest.raises(CloseConnection):
-        dispatcher().dispatch(request_header(-1, 0, 1), None)
+        dispatcher.dispatch(request_header(-1, 0, 1), None)
 
 
 @pytest.mark.parametrize("key", [ApiKey.Produce, ApiKey.Metadata, ApiKey.Fetch])
-def test_version_beyond_the_schema_closes_the_connection(key: ApiKey) -> None:
+def test_version_beyond_the_schema_closes_the_connection(key: ApiKey, dispatcher: Dispatcher) -> None:
     with pytest.raises(CloseConnection):
-        dispatcher().dispatch(request_header(key, 999, 1) + b"\x00" * 40, None)
+        dispatcher.dispatch(request_header(key, 999, 1) + b"\x00" * 40, None)
     with pytest.raises(CloseConnection):
-        dispatcher().dispatch(request_header(key, -1, 1) + b"\x00" * 40, None)
+        dispatcher.dispatch(request_header(key, -1, 1) + b"\x00" * 40, None)
 
 
 @pytest.mark.parametrize("version", [5, 6, 127, 999, 32767])
-def test_api_versions_above_the_table_gets_unsupported_version_in_v0(version: int) -> None:
-    frame = dispatcher().dispatch(request_header(ApiKey.ApiVersions, version, 5, "x", flexible=True), None)
+def test_api_versions_above_the_table_gets_unsupported_version_in_v0(
+    version: int, dispatcher: Dispatcher
+) -> None:
+    frame = dispatcher.dispatch(request_header(ApiKey.ApiVersions, version, 5, "x", flexible=True), None)
     assert isinstance(frame, bytes)
     corr, body = unframe(frame)
     assert corr == 5
@@ -127,10 +133,10 @@ def test_api_versions_above_the_table_gets_unsupported_version_in_v0(version: in
     )
 
 
-def test_truncated_header_closes_the_connection() -> None:
+def test_truncated_header_closes_the_connection(dispatcher: Dispatcher) -> None:
     for frame in (b"", b"\x00\x12", b"\x00\x12\x00\x03\x00\x00\x00\x01\x00\x10abc"):
         with pytest.raises(CloseConnection):
-            dispatcher().dispatch(frame, None)
+            dispatcher.dispatch(frame, None)
 
 
 def _versions() -> list[tuple[ApiSpec, int]]:
@@ -146,7 +152,7 @@ def test_default_requests_have_no_forbidden_nulls(spec: ApiSpec, version: int) -
     assert null_violation(request, version) is None
 
 
-def test_null_where_the_schema_forbids_it_closes_the_connection() -> None:
+def test_null_where_the_schema_forbids_it_closes_the_connection(dispatcher: Dispatcher) -> None:
     req = request_class(ApiKey.Produce)
     nulls = req(
         transactional_id=None,
@@ -159,7 +165,7 @@ def test_null_where_the_schema_forbids_it_closes_the_connection() -> None:
         assert null_violation(request, version) == "ProduceRequest.topic_data[0].partition_data"
         head = request_header(ApiKey.Produce, version, 1, "t", flexible=version >= 9)
         with pytest.raises(CloseConnection, match="non-nullable"):
-            dispatcher().dispatch(head + nulls.encode(version=version), None)
+            dispatcher.dispatch(head + nulls.encode(version=version), None)
     # Nullable fields may be null: Records and TransactionalId.
     ok = req(
         transactional_id=None,

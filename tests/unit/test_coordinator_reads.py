@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from kcoord.apis.reply import Reply, reply_with
 from kcoord.clock import ManualClock
@@ -158,7 +161,7 @@ def test_a_key_is_idle_for_reads_only_with_nothing_queued_running_or_unsynced(tm
 _VersionsResponse: Any = response_class(ApiKey.ApiVersions)
 
 
-def _dispatcher(handler: Any) -> Dispatcher:
+def _dispatcher(handler: Any, broker: Broker) -> Dispatcher:
     table = ApiTable(
         [
             ApiSpec(
@@ -170,9 +173,16 @@ def _dispatcher(handler: Any) -> Dispatcher:
             )
         ]
     )
-    # A broker's own services (made without starting it: nothing is opened), for the request
-    # metrics the dispatcher counts in.
-    return Dispatcher(Broker(BrokerConfig()).services, table)
+    return Dispatcher(broker.services, table)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker's own services, for the request metrics the dispatcher counts in: made without
+    starting it, only its flusher's directory handle is opened."""
+    made = Broker(BrokerConfig(log_dirs=str(tmp_path)))
+    yield made
+    made.flusher.close()
 
 
 def _answer(error: int) -> Any:
@@ -186,7 +196,7 @@ def _error_of(frame: Any) -> int:
     return int(error)
 
 
-def test_a_reply_settled_by_its_handler_is_answered_at_once() -> None:
+def test_a_reply_settled_by_its_handler_is_answered_at_once(broker: Broker) -> None:
     def settled(services: Any, ctx: Any, req: Any) -> Reply:
         reply, respond = reply_with(_answer)
         respond(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -198,12 +208,15 @@ def test_a_reply_settled_by_its_handler_is_answered_at_once() -> None:
         return reply
 
     frame = request_header(ApiKey.ApiVersions, 0, 9)
-    assert _error_of(_dispatcher(settled).dispatch(frame, None)) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert (
+        _error_of(_dispatcher(settled, broker).dispatch(frame, None))
+        == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
     # A failed Reply gets the API's error answer, as a deferred one would.
-    assert _error_of(_dispatcher(failed).dispatch(frame, None)) == ErrorCode.NOT_COORDINATOR
+    assert _error_of(_dispatcher(failed, broker).dispatch(frame, None)) == ErrorCode.NOT_COORDINATOR
 
 
-def test_a_reply_not_settled_is_deferred_and_framed_when_it_settles() -> None:
+def test_a_reply_not_settled_is_deferred_and_framed_when_it_settles(broker: Broker) -> None:
     later: list[Any] = []
 
     def pending(services: Any, ctx: Any, req: Any) -> Reply:
@@ -211,7 +224,7 @@ def test_a_reply_not_settled_is_deferred_and_framed_when_it_settles() -> None:
         later.append(respond)
         return reply
 
-    deferred = _dispatcher(pending).dispatch(request_header(ApiKey.ApiVersions, 0, 9), None)
+    deferred = _dispatcher(pending, broker).dispatch(request_header(ApiKey.ApiVersions, 0, 9), None)
     assert isinstance(deferred, DeferredAnswer)
     got: list[Any] = []
     deferred.then(lambda frame, error: got.append((frame, error)))

@@ -78,18 +78,24 @@ def test_offset_values_match(offset: int, epoch: int, metadata: str, timestamp: 
 def test_commit_answers_match(version: int, topics: list[Any]) -> None:
     topics = [(n, t, [[p, e % 2**15] for p, e in parts]) for n, t, parts in topics]
     _same(offsets_codec, lambda: OffsetCommitAnswer(topics).encode(version))
-    _same_frames(lambda corr, tagged: OffsetCommitAnswer(topics).encode_framed(version, corr, tagged))
+    answer = OffsetCommitAnswer(topics)
+    _same_frames(
+        lambda corr, tagged: answer.encode_framed(version, corr, tagged), lambda: answer.encode(version)
+    )
 
 
-def _same_frames(encode_framed: Callable[[int, bool], Any]) -> None:
+def _same_frames(encode_framed: Callable[[int, bool], Any], encode: Callable[[], Any]) -> None:
     """A framed answer is the same in C and Python, and is the head then the body."""
     for correlation_id, tagged in ((0, False), (-1, True), (2**31 - 1, True), (-(2**31), False)):
         native, python = list(_both(offsets_codec, lambda c=correlation_id, t=tagged: encode_framed(c, t)))
         assert native == python
-        size = int.from_bytes(native[:4], "big")
-        assert size == len(native) - 4
+        if isinstance(native, type):  # both refused the answer (an out-of-range field)
+            continue
+        assert int.from_bytes(native[:4], "big") == len(native) - 4
         assert int.from_bytes(native[4:8], "big", signed=True) == correlation_id
-        assert native[8:9] == (b"\x00" if tagged else native[8:9])
+        head = 9 if tagged else 8
+        assert native[8:head] == (b"\x00" if tagged else b"")
+        assert native[head:] == encode()
 
 
 partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_size=30), int16), max_size=4)
@@ -106,8 +112,9 @@ partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_siz
 )
 def test_fetch_answers_match(version: int, topics: list[Any], error: int, groups: list[Any]) -> None:
     _same(offsets_codec, lambda: OffsetFetchAnswer(topics, error, groups).encode(version))
+    answer = OffsetFetchAnswer(topics, error, groups)
     _same_frames(
-        lambda corr, tagged: OffsetFetchAnswer(topics, error, groups).encode_framed(version, corr, tagged)
+        lambda corr, tagged: answer.encode_framed(version, corr, tagged), lambda: answer.encode(version)
     )
 
 
@@ -198,6 +205,25 @@ def test_the_c_encoders_run_no_python_code_while_they_walk_a_list() -> None:
         codecs.commit_answer([("t", None, [[Index(), 0]])], 3)
     with pytest.raises(TypeError):
         codecs.commit_answer([(None, Id(int=1), [])], 10)
+
+    # A frame head's ``tagged`` is read (its truth, which may be Python code) before any list.
+    topics: list[Any] = [("t", None, [[0, 0]] * 50)] * 50
+
+    class Emptying:
+        def __bool__(self) -> bool:
+            topics.clear()
+            return True
+
+    framed = codecs.commit_answer(topics, 3, 1, Emptying())
+    assert framed == (4 + 1 + 8).to_bytes(4, "big") + (1).to_bytes(4, "big") + b"\x00" + bytes(8)
+    groups: list[Any] = [("g", 0, [("t", None, [(0, 0, 0, None, 0)] * 50)] * 50)]
+
+    class Emptying2:
+        def __bool__(self) -> bool:
+            groups.clear()
+            return False
+
+    assert codecs.fetch_answer(8, [], 0, groups, 1, Emptying2())[8:] == bytes(4) + b"\x01" + b"\x00"
 
 
 def test_a_frame_head_is_refused_what_is_no_int32() -> None:
