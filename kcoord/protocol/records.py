@@ -44,6 +44,8 @@ NO_PRODUCER_ID: Final = -1
 NO_SEQUENCE: Final = -1
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+# The C function itself, Final (compiled, no module lookups per batch); None: the Python body.
+_batch_body_c: Final = _native.batch_body if _native is not None else None
 _I64: Final = struct.Struct(">q")
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
@@ -272,7 +274,7 @@ def _varint_bytes(n: int) -> bytes:
 _SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(4096))
 
 
-def _batch_body(entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
+def batch_body_python(entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
     """The records of :func:`build_batch`: all share its timestamp (delta 0) and their offset
     delta is their index, so each is joined from pre-encoded varints instead of encoded field by
     field."""
@@ -316,7 +318,7 @@ def build_batch(
     ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
     A transactional batch (``attributes`` ATTR_TRANSACTIONAL, with its producer) has no sequence
     numbers, as Kafka's coordinators write theirs."""
-    body = _native.batch_body(entries) if _native is not None else _batch_body(entries)
+    body = _batch_body_c(entries) if _batch_body_c is not None else batch_body_python(entries)
     count = len(entries)
     header = _HEADER.pack(
         base_offset,

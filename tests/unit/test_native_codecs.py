@@ -1,15 +1,16 @@
 """The C codecs (kcoord/protocol/_native_codecs.c) write the bytes the Python encoders write.
 
-The encoders of offsets_codec, protocol.records and groups.records call the C module when it is
-built; here each runs once with it and once with their Python bodies (the module's ``_native``
-set to None), on the same generated input. tests/unit/test_offsets_codec.py checks the answers
-against kafka-python with whichever runs.
+The encoders of offsets_codec, protocol.records and groups.records call the C functions when they
+are built (held as Final module constants: compiled, no lookup per call), else their Python bodies
+(``encode_python``, ``offset_value_python``, ``batch_body_python``); here both run on the same
+generated input. tests/unit/test_offsets_codec.py checks the answers against kafka-python with
+whichever the encoders call.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from kcoord.groups import records
 from kcoord.groups.records import OffsetCommitValue, encode_offset_value
 from kcoord.protocol import offsets_codec
 from kcoord.protocol import records as batch_records
+from kcoord.protocol.frames import response_frame
 from kcoord.protocol.native import codecs
 from kcoord.protocol.offsets_codec import OffsetCommitAnswer, OffsetFetchAnswer
 from kcoord.protocol.records import build_batch
@@ -35,22 +37,20 @@ def test_a_compiled_build_has_the_c_codecs() -> None:
     assert codecs is not None
 
 
-def _both(module: Any, encode: Callable[[], Any]) -> Iterator[Any]:
-    """``encode()`` with the C codecs, then with the Python body (or the exception each raised)."""
-    for native in (codecs, None):
-        saved = module._native
-        module._native = native
-        try:
-            yield encode()
-        except (AttributeError, OverflowError, TypeError, ValueError, UnicodeEncodeError) as e:
-            yield type(e)
-        finally:
-            module._native = saved
+def _run(encode: Callable[[], Any]) -> Any:
+    """``encode()``, or the type of the exception it raised."""
+    try:
+        return encode()
+    except (AttributeError, OverflowError, TypeError, ValueError, UnicodeEncodeError) as e:
+        return type(e)
 
 
-def _same(module: Any, encode: Callable[[], Any]) -> None:
-    native, python = list(_both(module, encode))
-    assert native == python
+def _both(native: Callable[[], Any], python: Callable[[], Any]) -> tuple[Any, Any]:
+    return _run(native), _run(python)
+
+
+def _same(native: Callable[[], Any], python: Callable[[], Any]) -> None:
+    assert _run(native) == _run(python)
 
 
 int16 = st.integers(-(2**15), 2**15 - 1)
@@ -64,7 +64,7 @@ topic_ids = st.none() | st.uuids()
 @given(offset=int64, epoch=int32, metadata=st.text(max_size=300), timestamp=int64)
 def test_offset_values_match(offset: int, epoch: int, metadata: str, timestamp: int) -> None:
     value = OffsetCommitValue(offset, epoch, metadata, timestamp, None)
-    _same(records, lambda: encode_offset_value(value))
+    _same(lambda: encode_offset_value(value), lambda: records.offset_value_python(value))
 
 
 @settings(max_examples=300, deadline=None)
@@ -77,17 +77,18 @@ def test_offset_values_match(offset: int, epoch: int, metadata: str, timestamp: 
 )
 def test_commit_answers_match(version: int, topics: list[Any]) -> None:
     topics = [(n, t, [[p, e % 2**15] for p, e in parts]) for n, t, parts in topics]
-    _same(offsets_codec, lambda: OffsetCommitAnswer(topics).encode(version))
     answer = OffsetCommitAnswer(topics)
-    _same_frames(
-        lambda corr, tagged: answer.encode_framed(version, corr, tagged), lambda: answer.encode(version)
-    )
+    _same(lambda: answer.encode(version), lambda: answer.encode_python(version))
+    _same_frames(answer, version)
 
 
-def _same_frames(encode_framed: Callable[[int, bool], Any], encode: Callable[[], Any]) -> None:
+def _same_frames(answer: OffsetCommitAnswer | OffsetFetchAnswer, version: int) -> None:
     """A framed answer is the same in C and Python, and is the head then the body."""
     for correlation_id, tagged in ((0, False), (-1, True), (2**31 - 1, True), (-(2**31), False)):
-        native, python = list(_both(offsets_codec, lambda c=correlation_id, t=tagged: encode_framed(c, t)))
+        native, python = _both(
+            lambda c=correlation_id, t=tagged: answer.encode_framed(version, c, t),
+            lambda c=correlation_id, t=tagged: response_frame(answer.encode_python(version), c, t),
+        )
         assert native == python
         if isinstance(native, type):  # both refused the answer (an out-of-range field)
             continue
@@ -95,7 +96,7 @@ def _same_frames(encode_framed: Callable[[int, bool], Any], encode: Callable[[],
         assert int.from_bytes(native[4:8], "big", signed=True) == correlation_id
         head = 9 if tagged else 8
         assert native[8:head] == (b"\x00" if tagged else b"")
-        assert native[head:] == encode()
+        assert native[head:] == answer.encode_python(version)
 
 
 partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_size=30), int16), max_size=4)
@@ -111,11 +112,9 @@ partitions = st.lists(st.tuples(int32, int64, int32, st.none() | st.text(max_siz
     ),
 )
 def test_fetch_answers_match(version: int, topics: list[Any], error: int, groups: list[Any]) -> None:
-    _same(offsets_codec, lambda: OffsetFetchAnswer(topics, error, groups).encode(version))
     answer = OffsetFetchAnswer(topics, error, groups)
-    _same_frames(
-        lambda corr, tagged: answer.encode_framed(version, corr, tagged), lambda: answer.encode(version)
-    )
+    _same(lambda: answer.encode(version), lambda: answer.encode_python(version))
+    _same_frames(answer, version)
 
 
 record_parts = st.none() | st.binary(max_size=300) | st.binary(min_size=4000, max_size=9000)
@@ -124,7 +123,10 @@ record_parts = st.none() | st.binary(max_size=300) | st.binary(min_size=4000, ma
 @settings(max_examples=200, deadline=None)
 @given(entries=st.lists(st.tuples(record_parts, record_parts), min_size=1, max_size=6), timestamp=int64)
 def test_coordinator_batches_match(entries: list[tuple[bytes | None, bytes | None]], timestamp: int) -> None:
-    _same(batch_records, lambda: build_batch(entries, timestamp, 7))
+    assert codecs is not None
+    _same(lambda: codecs.batch_body(entries), lambda: batch_records.batch_body_python(entries))
+    # The body is the batch's end: build_batch writes the header around whichever made it.
+    assert build_batch(entries, timestamp, 7).endswith(batch_records.batch_body_python(entries))
 
 
 def test_a_batch_of_more_records_than_the_small_varints_matches() -> None:
@@ -132,60 +134,57 @@ def test_a_batch_of_more_records_than_the_small_varints_matches() -> None:
     entries: list[tuple[bytes | None, bytes | None]] = [
         (b"k%d" % i, None if i % 7 == 0 else b"v" * (i % 300)) for i in range(5000)
     ]
-    _same(batch_records, lambda: build_batch(entries, 1, 0))
+    assert codecs is not None
+    _same(lambda: codecs.batch_body(entries), lambda: batch_records.batch_body_python(entries))
 
 
 @pytest.mark.parametrize(
-    "encode",
+    "answer, version",
     [
         # out of range, as to_bytes refuses it
-        lambda: encode_offset_value(OffsetCommitValue(2**63, 0, "", 0, None)),
-        lambda: encode_offset_value(OffsetCommitValue(0, 2**31, "", 0, None)),
-        lambda: encode_offset_value(OffsetCommitValue(0, 0, "m" * 40_000, 0, None)),
-        lambda: OffsetCommitAnswer([("t", None, [[0, 2**15]])]).encode(8),
-        lambda: OffsetFetchAnswer([("t", None, [(0, 0, 0, None, 0)])], error=2**15).encode(5),
+        (OffsetCommitAnswer([("t", None, [[0, 2**15]])]), 8),
+        (OffsetFetchAnswer([("t", None, [(0, 0, 0, None, 0)])], error=2**15), 5),
         # a lone surrogate has no UTF-8
-        lambda: OffsetCommitAnswer([("\ud800", None, [])]).encode(3),
+        (OffsetCommitAnswer([("\ud800", None, [])]), 3),
     ],
 )
-def test_what_python_refuses_c_refuses(encode: Callable[[], Any]) -> None:
-    module = records if "OffsetCommitValue" in encode.__code__.co_names else offsets_codec
-    native, python = list(_both(module, encode))
+def test_what_python_refuses_c_refuses(answer: OffsetCommitAnswer | OffsetFetchAnswer, version: int) -> None:
+    native, python = _both(lambda: answer.encode(version), lambda: answer.encode_python(version))
     assert isinstance(python, type) and native is python
 
 
-def test_the_encoders_call_what_their_module_names() -> None:
-    # _both swaps the module's _native: were it read once at import (compiled), every comparison
-    # above would run one implementation twice.
-    class Fake:
-        def commit_answer(self, topics: Any, version: int) -> bytes:
-            return b"c"
+@pytest.mark.parametrize(
+    "value",
+    [
+        OffsetCommitValue(2**63, 0, "", 0, None),
+        OffsetCommitValue(0, 2**31, "", 0, None),
+        OffsetCommitValue(0, 0, "m" * 40_000, 0, None),
+    ],
+)
+def test_what_python_refuses_c_refuses_in_a_value(value: OffsetCommitValue) -> None:
+    native, python = _both(lambda: encode_offset_value(value), lambda: records.offset_value_python(value))
+    assert isinstance(python, type) and native is python
 
-        def offset_value(self, *args: Any) -> bytes:
-            return b"v"
 
-        def batch_body(self, entries: Any) -> bytes:
-            return b"b"
-
-    assert list(_both(offsets_codec, lambda: OffsetCommitAnswer([]).encode(3)))[1] == bytes(8)
-
-    saved = offsets_codec._native, records._native, batch_records._native
-    offsets_codec._native = records._native = batch_records._native = Fake()
-    try:
-        assert OffsetCommitAnswer([]).encode(3) == b"c"
-        assert encode_offset_value(OffsetCommitValue(0, 0, "", 0, None)) == b"v"
-        assert build_batch([(b"k", b"v")], 0).endswith(b"b")
-    finally:
-        offsets_codec._native, records._native, batch_records._native = saved
+def test_the_encoders_call_the_c_codecs() -> None:
+    # Read once at import: a build whose encoders held None would compare the Python bodies
+    # with themselves above.
+    assert codecs is not None
+    assert records._offset_value_c is codecs.offset_value
+    assert offsets_codec._commit_answer_c is codecs.commit_answer
+    assert offsets_codec._fetch_answer_c is codecs.fetch_answer
+    assert batch_records._batch_body_c is codecs.batch_body
 
 
 def test_a_topic_id_is_a_uuid() -> None:
     # C reads a uuid.UUID's int slot (no Python code runs while it holds the lists' items) and
     # refuses anything else; the Python body reads .bytes: both refuse a str.
-    for native in list(_both(offsets_codec, lambda: OffsetCommitAnswer([(None, "x", [])]).encode(10))):  # type: ignore[list-item]
-        assert native in (TypeError, AttributeError)
+    refused = OffsetCommitAnswer([(None, "x", [])])  # type: ignore[list-item]
+    for outcome in _both(lambda: refused.encode(10), lambda: refused.encode_python(10)):
+        assert outcome in (TypeError, AttributeError)
     for value in (0, 1, 2**64 - 1, 2**64, 2**128 - 1, 0x0123456789ABCDEF_FEDCBA9876543210):
-        _same(offsets_codec, lambda v=value: OffsetCommitAnswer([(None, uuid.UUID(int=v), [])]).encode(10))
+        answer = OffsetCommitAnswer([(None, uuid.UUID(int=value), [])])
+        _same(lambda a=answer: a.encode(10), lambda a=answer: a.encode_python(10))
     assert codecs is not None
     assert codecs.commit_answer([(None, uuid.UUID(int=1), [])], 10)[5:21] == uuid.UUID(int=1).bytes
 
