@@ -84,6 +84,9 @@ class Metrics:
         self.requests = RequestMetrics()
         # Kafka's socket-server-metrics group (the network layer's, per listener), read at scrape.
         self.socket_server: dict[MetricKey, Callable[[], float]] = {}
+        # Recorded by every OffsetCommit: held, where looking it up by name and tags built and
+        # hashed a tuple per commit.
+        self.offset_commits = self.meter(OFFSET_COMMIT, ())
 
     def meter(self, name: str, t: Tags) -> Meter:
         m = self.meters.get((name, t))  # not setdefault: no Meter built per call on hot paths

@@ -54,7 +54,7 @@ from kcoord.consumer.store import ConsumerGroups
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.offsets import commit_records
 from kcoord.groups.store import GroupStore
-from kcoord.metrics import OFFSET_COMMIT, OFFSET_DELETION, Meter
+from kcoord.metrics import OFFSET_DELETION, Meter
 from kcoord.protocol.errors import CloseConnection, ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.protocol.offsets_codec import (
@@ -174,7 +174,7 @@ def handle_commit(services: Services, ctx: RequestContext, req: OffsetCommitRequ
             commits,
             committed_ids,
             req.retention_time_ms if v <= 4 else -1,
-            services.metrics.meter(OFFSET_COMMIT, ()),
+            services.metrics.offset_commits,
             respond,
         ),
     )
