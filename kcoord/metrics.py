@@ -40,17 +40,25 @@ class Meter:
     """Kafka's Meter: ``<name>-count`` (cumulative) and ``<name>-rate`` (per second)."""
 
     count: int = 0
-    _windows: list[list[int]] = field(default_factory=list)  # [window start, events]
+    _windows: list[list[int]] = field(default_factory=list)  # closed windows: [start, events]
+    # The open window, as plain ints: compiled, recording into a list's last list was boxed
+    # reads and writes of list items, some 500 instructions per OffsetCommit.
+    _start: int = -1  # -1: none open yet
+    _events: int = 0
 
     def record(self, now_ms: int, n: int = 1) -> None:
         self.count += n
-        if not self._windows or now_ms - self._windows[-1][0] >= SAMPLE_WINDOW_MS:
-            self._windows.append([now_ms, 0])
-            del self._windows[:-SAMPLES]
-        self._windows[-1][1] += n
+        if self._start < 0 or now_ms - self._start >= SAMPLE_WINDOW_MS:
+            if self._start >= 0:
+                self._windows.append([self._start, self._events])
+                del self._windows[: len(self._windows) - (SAMPLES - 1)]
+            self._start = now_ms
+            self._events = 0
+        self._events += n
 
     def rate(self, now_ms: int) -> float:
-        live = [w for w in self._windows if now_ms - w[0] < SAMPLE_WINDOW_MS * SAMPLES]
+        windows = self._windows + [[self._start, self._events]] if self._start >= 0 else self._windows
+        live = [w for w in windows if now_ms - w[0] < SAMPLE_WINDOW_MS * SAMPLES]
         if not live:
             return 0.0
         elapsed = max(now_ms - live[0][0], SAMPLE_WINDOW_MS * (SAMPLES - 1))
