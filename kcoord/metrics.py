@@ -57,7 +57,7 @@ class Meter:
         self._events += n
 
     def rate(self, now_ms: int) -> float:
-        windows = self._windows + [[self._start, self._events]] if self._start >= 0 else self._windows
+        windows = [*self._windows, [self._start, self._events]] if self._start >= 0 else self._windows
         live = [w for w in windows if now_ms - w[0] < SAMPLE_WINDOW_MS * SAMPLES]
         if not live:
             return 0.0
