@@ -30,7 +30,6 @@ from kcoord.metadata.authorizer import StandardAuthorizer, parse_super_users
 from kcoord.metadata.records import METADATA_RECORDS
 from kcoord.metadata.store import MetadataStore
 from kcoord.metrics import (
-    OFFSET_COMMIT,
     OFFSET_DELETION,
     OFFSET_EXPIRATION,
     PARTITION_LOAD_TIME,
@@ -261,7 +260,7 @@ def register_group_coordinator_metrics(metrics: Metrics, runtime: CoordinatorRun
     register_classic_group_metrics(
         metrics, lambda: (g for store in runtime.states() for g in store.kind(ClassicGroups).groups.values())
     )
-    metrics.meter(OFFSET_COMMIT, ())  # recorded by OffsetCommit and OffsetDelete; shown from the start
+    # offset-commit is Metrics' own (Metrics.offset_commits, recorded by every OffsetCommit).
     metrics.meter(OFFSET_DELETION, ())
     metrics.gauge(
         "offset-count",

@@ -275,7 +275,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def _backlogged(self) -> bool:
         """The peer is not reading fast enough: take no more of its requests for now."""
-        return self._writing_paused or self._held > MAX_HELD_ANSWER_BYTES or self._transport_full()
+        return self._held_back(self._transport_full())
+
+    def _held_back(self, transport_full: bool) -> bool:
+        """``_backlogged``, given what ``_transport_full`` answered (when it was last asked)."""
+        return self._writing_paused or self._held > MAX_HELD_ANSWER_BYTES or transport_full
 
     def _transport_full(self) -> bool:
         """The transport holds more unsent bytes than a connection may: it only grows when
@@ -400,7 +404,7 @@ class KafkaConnection(asyncio.Protocol):
         queue = self._queue
         transport_full = self._transport_full()
         while end - pos >= 4:
-            if self._writing_paused or self._held > MAX_HELD_ANSWER_BYTES or transport_full:
+            if self._held_back(transport_full):
                 break  # the rest waits in the buffer: resume_writing or _flush serves it
             if buffer is not None:
                 frame = data
