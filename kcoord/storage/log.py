@@ -270,6 +270,8 @@ class Log:
         if self.closed:
             raise RuntimeError(f"log {self.directory} is closed")
         size = len(data)
+        # A small round syncs on the event loop's thread, a large one on the flusher's.
+        self.flusher.unsynced_bytes += size
         # A loop, not max() and sum() over generators: compiled, each generator is an object.
         incoming_ts = headers[0].max_timestamp
         last_offset = self.log_end_offset - 1

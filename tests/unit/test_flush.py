@@ -61,6 +61,8 @@ def test_a_failed_sync_reaches_the_callbacks(tmp_path: Path, idle: bool) -> None
     async def main() -> list[object]:
         flusher = Flusher("always", directory=tmp_path)
         flusher.idle = lambda: idle
+        if not idle:
+            flusher.inline_sync_max_bytes = -1  # no round is small enough for the loop's thread
         log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
 
         def failing_sync(segments: list) -> None:
@@ -93,6 +95,7 @@ async def _two_overlapping_rounds(
 ) -> tuple[list[str], int, int]:
     """Round 1 syncs while a write arrives: round 2 starts without waiting for round 1's sync."""
     flusher = Flusher("always", directory=tmp_path)
+    flusher.inline_sync_max_bytes = -1  # rounds on the flusher's thread, where they can overlap
     log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
     gates = [threading.Event(), threading.Event()]
     started: list[int] = []
@@ -214,41 +217,64 @@ def test_after_round_hooks_run_on_the_pass_that_released_the_writers(tmp_path: P
     assert asyncio.run(main()) == ["released", "failing hook", "write pass", "next pass"]
 
 
-def test_a_round_syncs_on_the_loop_thread_only_while_the_broker_is_idle(tmp_path: Path) -> None:
-    """With nothing else to do the sync runs where the writer waits (no hop to the flusher's
-    thread and back); while other requests are owed answers it runs on the flusher's thread so
-    the event loop serves them meanwhile. Either way the writer hears of it after the sync."""
+def test_a_round_syncs_on_the_loop_thread_while_idle_or_small(tmp_path: Path) -> None:
+    """With nothing else to do, or little to sync, the sync runs where the writer waits (no hop
+    to the flusher's thread and back); a large round while other requests are owed answers, or
+    one over enough files to take a syncfs, runs on the flusher's thread so the event loop serves
+    them meanwhile. Either way the writer hears of it after the sync."""
 
     async def main() -> list[tuple[str, bool]]:
         flusher = Flusher("always", directory=tmp_path)
-        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        logs = [Log.open(tmp_path / f"p-{i}", LogConfig(retention_ms=-1), flusher) for i in range(3)]
         loop_thread = threading.get_ident()
         synced_on: list[tuple[str, bool]] = []
         real_sync = flusher._sync
         idle = [True]
         flusher.idle = lambda: idle[0]
+        case = [""]
 
         def spy_sync(segments: list) -> None:
-            synced_on.append(("idle" if idle[0] else "busy", threading.get_ident() == loop_thread))
+            synced_on.append((case[0], threading.get_ident() == loop_thread))
             real_sync(segments)
 
         flusher._sync = spy_sync  # type: ignore[method-assign]
         flusher.start()
         events: list[str] = []
-        for name, is_idle in (("a", True), ("b", False), ("c", True)):
+        big = b"x" * (flusher.inline_sync_max_bytes + 1)
+        cases = (
+            ("idle and large", True, big, 1),
+            ("busy and small", False, b"v", 1),
+            ("busy and large", False, big, 1),
+            ("busy, small, over 3 files", False, b"v", 3),
+            ("idle, over 3 files", True, b"v", 3),
+        )
+        for name, is_idle, value, files in cases:
             idle[0] = is_idle
-            _append_one(log_, flusher, events, name)
+            case[0] = name
+            for log_ in logs[:files]:
+                data = build_batch([(name.encode(), value)], 1)
+                log_.append(data, [read_header(data)], 1)
+                flusher.when_durable(
+                    log_, lambda error, name=name: events.append(f"{name} {type(error).__name__}")
+                )
             for _ in range(2000):
-                if len(events) == len(synced_on) and events and events[-1].startswith(name):
+                if sum(event.startswith(name) for event in events) == files:
                     break
                 await asyncio.sleep(0.001)
-        assert events == ["a NoneType", "b NoneType", "c NoneType"]
-        assert log_.high_watermark == 3
+        assert events == [f"{name} NoneType" for name, _, _, files in cases for _ in range(files)]
+        assert [log_.high_watermark for log_ in logs] == [5, 2, 2]
         await flusher.stop()
-        log_.close()
+        for log_ in logs:
+            log_.close()
         return synced_on
 
-    assert asyncio.run(main())[:3] == [("idle", True), ("busy", False), ("idle", True)]
+    assert asyncio.run(main())[:5] == [
+        ("idle and large", True),
+        ("busy and small", True),
+        ("busy and large", False),
+        ("busy, small, over 3 files", False),
+        ("idle, over 3 files", True),
+    ]
 
 
 def test_a_round_nobody_waits_for_never_blocks_the_loop(tmp_path: Path) -> None:
