@@ -49,6 +49,17 @@ _batch_body_c: Final = _native.batch_body if _native is not None else None
 _I64: Final = struct.Struct(">q")
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
+# The structs' bound methods and the CRC function as Finals: compiled, a call through one is a
+# plain vectorcall, where ``_HEADER.pack`` looked the method up on every call and
+# ``_crc32c.crc32c`` the module's attribute (a coordinator's append at depth 1 made nine such calls).
+_pack_header: Final = _HEADER.pack
+_unpack_header_from: Final = _HEADER.unpack_from
+_pack_i64: Final = _I64.pack
+_pack_i64_into: Final = _I64.pack_into
+_pack_i32: Final = _I32.pack
+_pack_i32_into: Final = _I32.pack_into
+_pack_u32_into: Final = _U32.pack_into
+_crc32c_of: Final = _crc32c.crc32c
 
 
 class InvalidBatch(ValueError):
@@ -149,7 +160,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
     base, length, epoch, magic, crc, attributes, delta, base_ts, max_ts, pid, p_epoch, seq, count = (
-        _HEADER.unpack_from(buf, pos)
+        _unpack_header_from(buf, pos)
     )
     return BatchHeader(
         pos, base, length, epoch, magic, crc, attributes, delta, base_ts, max_ts, pid, p_epoch, seq, count
@@ -157,7 +168,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 
 
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
-    crc: int = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+    crc: int = _crc32c_of(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
     return crc
 
 
@@ -202,14 +213,14 @@ def validate_batch(buf: bytes | bytearray | memoryview, h: BatchHeader) -> None:
 
 def assign_offset(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int = 0) -> None:
     """Stamp the broker-assigned base offset and leader epoch (neither is covered by the CRC)."""
-    _I64.pack_into(buf, pos, base_offset)
-    _I32.pack_into(buf, pos + 12, leader_epoch)
+    _pack_i64_into(buf, pos, base_offset)
+    _pack_i32_into(buf, pos + 12, leader_epoch)
 
 
 def stamped_start(buf: bytes | memoryview, pos: int, base_offset: int, leader_epoch: int = 0) -> bytes:
     """The first 16 bytes of the batch at ``pos`` as ``assign_offset`` would leave them: for a
     batch written from bytes that cannot be stamped in place, ahead of the rest of it."""
-    return _I64.pack(base_offset) + bytes(buf[pos + 8 : pos + 12]) + _I32.pack(leader_epoch)
+    return _pack_i64(base_offset) + bytes(buf[pos + 8 : pos + 12]) + _pack_i32(leader_epoch)
 
 
 STAMPED_BYTES: Final = 16  # what assign_offset writes: base offset, batch length, leader epoch
@@ -219,8 +230,8 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timest
     """Make a batch LogAppendTime: its max timestamp becomes the append time (CRC redone)."""
     (attrs,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)
     struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attrs | ATTR_TIMESTAMP_TYPE)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
-    _U32.pack_into(buf, pos + CRC_OFFSET, crc_of(buf, pos, size))
+    _pack_i64_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    _pack_u32_into(buf, pos + CRC_OFFSET, crc_of(buf, pos, size))
 
 
 def first_offset_at_or_after(
@@ -320,7 +331,7 @@ def build_batch(
     numbers, as Kafka's coordinators write theirs."""
     body = _batch_body_c(entries) if _batch_body_c is not None else batch_body_python(entries)
     count = len(entries)
-    header = _HEADER.pack(
+    header = _pack_header(
         base_offset,
         HEADER_SIZE - LOG_OVERHEAD + len(body),
         -1,
@@ -337,7 +348,7 @@ def build_batch(
     )
     batch = bytearray(header)
     batch += body
-    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    _pack_u32_into(batch, CRC_OFFSET, _crc32c_of(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return batch
 
 
@@ -413,7 +424,7 @@ def build_batch_at(
         rec.append(0)  # no headers
         _zigzag_varint(len(rec), body)
         body += rec
-    header = _HEADER.pack(
+    header = _pack_header(
         base_offset,
         HEADER_SIZE - LOG_OVERHEAD + len(body),
         -1,
@@ -429,7 +440,7 @@ def build_batch_at(
         len(entries),
     )
     batch = bytearray(header) + body
-    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    _pack_u32_into(batch, CRC_OFFSET, _crc32c_of(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return batch
 
 
@@ -563,9 +574,9 @@ def build_end_txn_marker(
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
     batch = build_batch([(key, value)], timestamp)
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, ATTR_TRANSACTIONAL | ATTR_CONTROL)
-    _I64.pack_into(batch, 43, producer_id)
+    _pack_i64_into(batch, 43, producer_id)
     struct.pack_into(">h", batch, 51, producer_epoch)
-    _U32.pack_into(batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    _pack_u32_into(batch, CRC_OFFSET, _crc32c_of(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return batch
 
 

@@ -251,8 +251,6 @@ class Flusher:
         that syncs on the flusher's thread (returns the task)."""
         loop = asyncio.get_running_loop() if self._loop is None else self._loop
         previous = self._previous
-        settled: asyncio.Future[BaseException | None] = loop.create_future()
-        self._previous = settled
         try:
             appenders, self._appenders = self._appenders, []
             for append in appenders:
@@ -274,17 +272,22 @@ class Flusher:
             ):
                 own_error = self._sync_pinned(segments)
                 before = previous.result() if previous is not None else None
+                # Settled before any later round begins: the next one overlaps none of it and
+                # inherits only its own failure, so a success needs no future (two method calls
+                # and a future per round at depth 1).
+                self._previous = None if own_error is None else _settled(loop, own_error)
                 self._settle(dirty, callbacks, own_error or before)
-                settled.set_result(own_error)
                 if own_error is not None:
                     return own_error
                 if before is not None:
                     return RuntimeError("an earlier flush round failed")
                 return None
         except BaseException as e:
-            if not settled.done():
-                settled.set_result(e if isinstance(e, Exception) else RuntimeError("flush round failed"))
+            error = e if isinstance(e, Exception) else RuntimeError("flush round failed")
+            self._previous = _settled(loop, error)
             raise
+        settled: asyncio.Future[BaseException | None] = loop.create_future()
+        self._previous = settled
         return loop.create_task(self._finish_round(previous, settled, dirty, callbacks, segments))
 
     async def _finish_round(
@@ -376,6 +379,15 @@ class Flusher:
 
 def _never() -> bool:
     return False
+
+
+def _settled(
+    loop: asyncio.AbstractEventLoop, error: BaseException | None
+) -> asyncio.Future[BaseException | None]:
+    """A round's outcome, already known (what the next round inherits)."""
+    fut: asyncio.Future[BaseException | None] = loop.create_future()
+    fut.set_result(error)
+    return fut
 
 
 def _run_callbacks(callbacks: list[DurableCallback], error: BaseException | None) -> None:

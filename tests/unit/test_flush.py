@@ -184,6 +184,41 @@ def test_stop_flushes_after_an_earlier_failed_round(tmp_path: Path) -> None:
     assert hw == 2
 
 
+def test_the_round_after_a_failed_one_on_the_loop_fails_with_it_and_the_next_succeeds(tmp_path: Path) -> None:
+    # Rounds synced on the loop's thread keep no future when they succeed; a failed one's error
+    # must still reach the round after it (whose sync may report success for lost pages).
+    async def main() -> tuple[list[str], int]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        real_sync = flusher._sync
+        failing = [True]
+        loop_thread = threading.get_ident()
+        on_loop: list[bool] = []
+
+        def sync(segments: list) -> None:
+            on_loop.append(threading.get_ident() == loop_thread)
+            if failing[0]:
+                raise OSError(5, "EIO")
+            real_sync(segments)
+
+        flusher._sync = sync  # type: ignore[method-assign]
+        events: list[str] = []
+        for name in ("a", "b", "c"):
+            _append_one(log_, flusher, events, name)
+            with contextlib.suppress(Exception):
+                await flusher._round()
+            failing[0] = False
+        assert on_loop == [True, True, True]
+        await flusher.stop()
+        hw = log_.high_watermark
+        log_.close()
+        return events, hw
+
+    events, hw = asyncio.run(main())
+    assert events == ["a OSError", "b OSError", "c NoneType"]
+    assert hw == 3
+
+
 def test_after_round_hooks_run_on_the_pass_that_released_the_writers(tmp_path: Path) -> None:
     # The server writes the answers a round released from this hook: it must run after every
     # callback of the round, before the event loop runs anything else, and a failing hook must
