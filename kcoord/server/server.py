@@ -71,6 +71,17 @@ def _frame_size(data: Frame | None) -> int:
 _ids = itertools.count(1)
 
 
+def _missing(buf: bytearray, max_frame: int) -> int:
+    """The bytes still to come of the one frame whose start ``buf`` holds (0 when ``buf`` does
+    not hold the start of exactly one frame of a valid size)."""
+    if len(buf) < 4:
+        return 0
+    size = int.from_bytes(buf[:4], "big", signed=True)
+    if size < 0 or size > max_frame:
+        return 0
+    return max(0, 4 + size - len(buf))
+
+
 class _Pending:
     """A response slot: filled later, written when everything before it was written.
 
@@ -335,21 +346,43 @@ class KafkaConnection(asyncio.Protocol):
                 self._buf += large
             pos = n
         if self._buf:
-            # The start of a frame was kept from an earlier read: the frames are cut from the
-            # bytes joined (the buffer is reused).
-            buf, self._buf = self._buf, bytearray()
-            with memoryview(data) as view:
-                buf += view[pos:]
-            data = bytes(buf)
-            pos = self._serve(data, 0, len(data), None)
-            if pos >= 0:
-                self._keep(data, pos)
-        elif pos < len(data):
+            pos = self._serve_kept(data, pos)
+        if 0 <= pos < len(data):
             # Read whole frames, the usual case, are cut from the read's own bytes.
             pos = self._serve(data, pos, len(data), None)
             if 0 <= pos < len(data):
                 self._keep(data, pos)
         self._end_pass()
+
+    def _serve_kept(self, data: bytes, pos: int) -> int:
+        """Serve what was kept from earlier reads (``_buf``) with the bytes of ``data`` from ``pos``
+        on that it needs: where serving ``data`` goes on (``len(data)`` when it was used up, -1
+        when the connection closes)."""
+        buf, self._buf = self._buf, bytearray()
+        need = _missing(buf, self.max_frame)
+        if 0 < need <= len(data) - pos:
+            # The start of one frame was kept: only that frame is joined, and the frames after it
+            # are cut from the read's own bytes. Joining the whole read copied each of them twice
+            # more (a Produce's 100 KiB frames arrive in reads of up to 256 KiB).
+            with memoryview(data) as view:
+                buf += view[pos : pos + need]
+                frame = bytes(buf)
+                served = self._serve(frame, 0, len(frame), None)
+                if served == 0:  # held back: kept with the rest of the read, as below
+                    buf += view[pos + need :]
+                    self._buf = buf
+                    return len(data)
+            return pos + need if served > 0 else -1
+        # Anything else (frames left unserved while held back, or a frame this read does not
+        # complete): the frames are cut from the bytes joined (the buffer is reused).
+        with memoryview(data) as view:
+            buf += view[pos:]
+        joined = bytes(buf)
+        served = self._serve(joined, 0, len(joined), None)
+        if served < 0:
+            return -1
+        self._keep(joined, served)
+        return len(data)
 
     def _keep(self, data: bytes, pos: int) -> None:
         """The bytes from ``pos`` on, after the last whole frame read: a large frame of which at
