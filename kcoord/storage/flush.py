@@ -31,7 +31,8 @@ A round a writer waits for syncs on the loop's thread instead when either nothin
 served (``idle``: the server owes at most one answer, the one waiting for this round) or the round
 is small: at most ``INLINE_SYNC_MAX_BYTES`` appended since the previous round, in fewer files than
 a syncfs takes (a syncfs waits for every dirty file of the filesystem, other programs' too, so
-its length is not the round's to bound). The hop to the thread and back costs more than a small
+its length is not the round's to bound), on a disk whose recent syncs took less than
+``INLINE_SYNC_MAX_NS``. The hop to the thread and back costs more than a small
 round's sync keeps the loop from doing: a task, an executor work item, two thread wake-ups and a
 futex each per round, ~30 us of CPU per commit at 8 clients x depth 1; syncing such rounds on the
 loop measured 1.4-1.75x the commits per second there, 1.1-1.3x at 64 x 1 and 8 x 16, and the
@@ -49,6 +50,7 @@ import asyncio
 import concurrent.futures
 import ctypes
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -58,6 +60,8 @@ import structlog
 log = structlog.get_logger(__name__)
 
 DurableCallback = Callable[[BaseException | None], None]
+
+_perf_counter_ns: Final = time.perf_counter_ns  # compiled: no module attribute read per sync
 
 
 class Segment(Protocol):
@@ -117,8 +121,12 @@ class Flusher:
         self._round_due = False  # a round is scheduled (see _request_round)
         self._interval_timer: asyncio.TimerHandle | None = None
         self._rounds_in_flight: set[asyncio.Task[None]] = set()
-        # The previous round's outcome: its own sync error or None, once it has settled.
+        # The previous round's outcome, its own sync error or None once it has settled; None: the
+        # previous round synced on the loop and succeeded (or none ran), so nothing to inherit.
         self._previous: asyncio.Future[BaseException | None] | None = None
+        # How long recent syncs took (ns, a moving average over about eight): a disk slower than
+        # INLINE_SYNC_MAX_NS has no round synced on the loop's thread but idle ones.
+        self.sync_ns = 0
         # A thread per round in flight: a round's fsyncs run back to back, off the event loop.
         self._executor = concurrent.futures.ThreadPoolExecutor(
             ROUNDS_IN_FLIGHT, thread_name_prefix="kcoord-fsync"
@@ -247,10 +255,11 @@ class Flusher:
 
     def _begin_round(self) -> asyncio.Task[None] | BaseException | None:
         """Append and pick what one round syncs, then sync and settle it at once when a writer waits
-        and nothing else is to be served (returns the round's error, or None), else start a task
-        that syncs on the flusher's thread (returns the task)."""
+        and the round is small or nothing else is to be served (returns the round's error, or
+        None), else start a task that syncs on the flusher's thread (returns the task)."""
         loop = asyncio.get_running_loop() if self._loop is None else self._loop
         previous = self._previous
+        callbacks: list[DurableCallback] = []
         try:
             appenders, self._appenders = self._appenders, []
             for append in appenders:
@@ -268,7 +277,7 @@ class Flusher:
                 callbacks
                 and (previous is None or previous.done())
                 and not self._rounds_in_flight
-                and (self._small(round_bytes, segments) or self.idle())
+                and (self._small(round_bytes, dirty, segments) or self.idle())
             ):
                 own_error = self._sync_pinned(segments)
                 before = previous.result() if previous is not None else None
@@ -276,7 +285,8 @@ class Flusher:
                 # inherits only its own failure, so a success needs no future (two method calls
                 # and a future per round at depth 1).
                 self._previous = None if own_error is None else _settled(loop, own_error)
-                self._settle(dirty, callbacks, own_error or before)
+                handed, callbacks = callbacks, []
+                self._settle(dirty, handed, own_error or before)
                 if own_error is not None:
                     return own_error
                 if before is not None:
@@ -285,6 +295,7 @@ class Flusher:
         except BaseException as e:
             error = e if isinstance(e, Exception) else RuntimeError("flush round failed")
             self._previous = _settled(loop, error)
+            _run_callbacks(callbacks, error)  # taken for this round: its writers must hear of it
             raise
         settled: asyncio.Future[BaseException | None] = loop.create_future()
         self._previous = settled
@@ -305,7 +316,9 @@ class Flusher:
                 for seg in segments:
                     seg.pin()
                 try:
-                    await asyncio.get_running_loop().run_in_executor(self._executor, self._sync, segments)
+                    await asyncio.get_running_loop().run_in_executor(
+                        self._executor, self._timed_sync, segments
+                    )
                 except BaseException as e:
                     own_error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
                 finally:
@@ -325,10 +338,25 @@ class Flusher:
         if before is not None:
             raise RuntimeError("an overlapping flush round failed") from before
 
-    def _small(self, round_bytes: int, segments: list[Segment]) -> bool:
+    def _small(self, round_bytes: int, dirty: dict[Log, int], segments: list[Segment]) -> bool:
         """A round whose sync is short enough to run on the loop's thread although other requests
-        may be waiting to be served (the module's docstring)."""
-        return round_bytes <= self.inline_sync_max_bytes and len(segments) < SYNCFS_MIN_FILES
+        may be waiting to be served (the module's docstring): few bytes, in few files, none of
+        them a segment rolled since the last round (its sync commits the journal for the size and
+        allocation changes of both), on a disk whose recent syncs were quick."""
+        return (
+            round_bytes <= self.inline_sync_max_bytes
+            and len(segments) < SYNCFS_MIN_FILES
+            and len(segments) <= len(dirty)
+            and self.sync_ns <= INLINE_SYNC_MAX_NS
+        )
+
+    def _timed_sync(self, segments: list[Segment]) -> None:
+        """``_sync``, timed into ``sync_ns`` (on whichever thread it runs)."""
+        start = _perf_counter_ns()
+        try:
+            self._sync(segments)
+        finally:
+            self.sync_ns = (self.sync_ns * 7 + _perf_counter_ns() - start) >> 3
 
     def _sync_pinned(self, segments: list[Segment]) -> BaseException | None:
         """Sync on this thread: the error, or None."""
@@ -337,7 +365,7 @@ class Flusher:
         for seg in segments:
             seg.pin()
         try:
-            self._sync(segments)
+            self._timed_sync(segments)
         except Exception as e:
             return e
         finally:
@@ -360,7 +388,8 @@ class Flusher:
                     log.exception("after-round hook failed")
 
     def _sync_segments(self, segments: list[Segment]) -> None:
-        """Make the segments' written bytes durable (runs on the flusher's thread)."""
+        """Make the segments' written bytes durable (on the flusher's thread, or on the loop's for a
+        round the module's docstring says may sync there)."""
         fs = self._fs
         rest = segments
         if fs is not None and len(segments) >= SYNCFS_MIN_FILES:
@@ -404,6 +433,10 @@ MAX_DEADLINE_MS: Final = 2**31 - 1
 # flusher's thread and back costs in CPU and wake-up latency. Coordinator rounds stay below it
 # (an offset commit is ~75 bytes of log: 1,024 commits in flight make ~75 KiB).
 INLINE_SYNC_MAX_BYTES: Final = 128 * 1024
+# Syncs here take 0.1-0.3 ms; a disk whose syncs take more than 1 ms on average (a spinning disk,
+# a throttled or network volume) would hold every other request for that long each round, where
+# the hop to the thread costs ~0.1 ms: its rounds go to the thread (idle ones excepted).
+INLINE_SYNC_MAX_NS: Final = 1_000_000
 
 # Two, not more: a round that overlaps a failed one must fail with it; with two in flight the
 # only round that can overlap another is the one right after it, which is the one that inherits

@@ -270,7 +270,8 @@ class Log:
         if self.closed:
             raise RuntimeError(f"log {self.directory} is closed")
         size = len(data)
-        # A small round syncs on the event loop's thread, a large one on the flusher's.
+        # A small round that writers wait for syncs on the event loop's thread, a large one on the
+        # flusher's (storage/flush.py).
         self.flusher.unsynced_bytes += size
         # A loop, not max() and sum() over generators: compiled, each generator is an object.
         incoming_ts = headers[0].max_timestamp

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kcoord.protocol.records import build_batch, read_header
-from kcoord.storage.flush import Flusher
+from kcoord.storage.flush import INLINE_SYNC_MAX_NS, Flusher
 from kcoord.storage.log import Log, LogConfig
 from kcoord.storage.segment import DROP_MIN_BYTES
 
@@ -292,7 +292,7 @@ def test_a_round_syncs_on_the_loop_thread_while_idle_or_small(tmp_path: Path) ->
                 flusher.when_durable(
                     log_, lambda error, name=name: events.append(f"{name} {type(error).__name__}")
                 )
-            for _ in range(2000):
+            for _ in range(10_000):  # a sync on the flusher's thread of a loaded machine: seconds
                 if sum(event.startswith(name) for event in events) == files:
                     break
                 await asyncio.sleep(0.001)
@@ -310,6 +310,74 @@ def test_a_round_syncs_on_the_loop_thread_while_idle_or_small(tmp_path: Path) ->
         ("busy, small, over 3 files", False),
         ("idle, over 3 files", True),
     ]
+
+
+def test_a_slow_disk_keeps_all_but_idle_rounds_off_the_loop(tmp_path: Path) -> None:
+    """Syncs that took more than INLINE_SYNC_MAX_NS lately: a small round while other requests
+    wait goes to the flusher's thread (the loop would stall that long each round); an idle
+    round still syncs where its writer waits. Each sync's time moves the average."""
+
+    async def main() -> tuple[list[bool], list[int]]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        loop_thread = threading.get_ident()
+        on_loop: list[bool] = []
+        averages: list[int] = []
+        real_sync = flusher._sync
+        idle = [False]
+        flusher.idle = lambda: idle[0]
+
+        def spy_sync(segments: list) -> None:
+            on_loop.append(threading.get_ident() == loop_thread)
+            real_sync(segments)
+
+        flusher._sync = spy_sync  # type: ignore[method-assign]
+        events: list[str] = []
+        for name, is_idle in (("busy", False), ("idle", True)):
+            idle[0] = is_idle
+            flusher.sync_ns = 50 * INLINE_SYNC_MAX_NS
+            _append_one(log_, flusher, events, name)
+            await flusher._round()
+            averages.append(flusher.sync_ns)
+        assert events == ["busy NoneType", "idle NoneType"]
+        log_.close()
+        flusher.close()
+        return on_loop, averages
+
+    on_loop, averages = asyncio.run(main())
+    assert on_loop == [False, True]
+    assert all(average < 50 * INLINE_SYNC_MAX_NS for average in averages)
+
+
+def test_a_round_that_fails_before_its_sync_fails_its_writers_and_the_next_round(tmp_path: Path) -> None:
+    """A log that cannot say what to sync: the writers already taken for the round hear of the
+    error (they were never answered before), and the next round fails with it."""
+
+    class BrokenLog:
+        log_end_offset = 1
+
+        def take_unsynced_segments(self) -> list:
+            raise OSError(5, "EIO")
+
+        def mark_flushed(self, end_offset: int) -> None:
+            raise AssertionError("never durable")
+
+    async def main() -> list[str]:
+        flusher = Flusher("always", directory=tmp_path)
+        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1), flusher)
+        events: list[str] = []
+        flusher.when_durable(BrokenLog(), lambda error: events.append(f"broken {type(error).__name__}"))
+        with contextlib.suppress(OSError):
+            await flusher._round()
+        for name in ("a", "b"):
+            _append_one(log_, flusher, events, name)
+            with contextlib.suppress(Exception):
+                await flusher._round()
+        log_.close()
+        flusher.close()
+        return events
+
+    assert asyncio.run(main()) == ["broken OSError", "a OSError", "b NoneType"]
 
 
 def test_a_round_nobody_waits_for_never_blocks_the_loop(tmp_path: Path) -> None:
