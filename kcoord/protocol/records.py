@@ -329,11 +329,29 @@ def build_batch(
     ``timestamp`` (what the coordinators append); the same bytes as :func:`build_batch_at`.
     A transactional batch (``attributes`` ATTR_TRANSACTIONAL, with its producer) has no sequence
     numbers, as Kafka's coordinators write theirs."""
+    batch = bytearray()
+    append_batch(batch, entries, timestamp, base_offset, producer_id, producer_epoch, attributes)
+    return batch
+
+
+def append_batch(
+    data: bytearray,
+    entries: Sequence[tuple[bytes | None, bytes | None]],
+    timestamp: int,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    attributes: int = 0,
+) -> BatchHeader:
+    """Append :func:`build_batch`'s batch to ``data``; its header, as :func:`read_header` would
+    read it there (a coordinator's append: no batch of its own to copy, no header to parse)."""
+    start = len(data)
     body = _batch_body_c(entries) if _batch_body_c is not None else batch_body_python(entries)
     count = len(entries)
-    header = _pack_header(
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    data += _pack_header(
         base_offset,
-        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        length,
         -1,
         2,
         0,
@@ -346,10 +364,25 @@ def build_batch(
         NO_SEQUENCE,
         count,
     )
-    batch = bytearray(header)
-    batch += body
-    _pack_u32_into(batch, CRC_OFFSET, _crc32c_of(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    return batch
+    data += body
+    crc: int = _crc32c_of(memoryview(data)[start + ATTRIBUTES_OFFSET :])
+    _pack_u32_into(data, start + CRC_OFFSET, crc)
+    return BatchHeader(
+        start,
+        base_offset,
+        length,
+        -1,
+        2,
+        crc,
+        attributes,
+        count - 1,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        NO_SEQUENCE,
+        count,
+    )
 
 
 # Kafka's EndTransactionMarker: the one record of a control batch. Key: int16 version 0, int16
@@ -364,9 +397,24 @@ def build_marker_batch(
     producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int
 ) -> bytearray:
     """A COMMIT or ABORT control batch ending ``producer_id``'s transaction in a partition."""
+    batch = bytearray()
+    append_marker_batch(batch, producer_id, producer_epoch, commit, coordinator_epoch, timestamp)
+    return batch
+
+
+def append_marker_batch(
+    data: bytearray,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp: int,
+) -> BatchHeader:
+    """Append :func:`build_marker_batch`'s batch to ``data``; its header (see append_batch)."""
     key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
-    return build_batch(
+    return append_batch(
+        data,
         [(key, value)],
         timestamp,
         producer_id=producer_id,

@@ -166,3 +166,39 @@ def test_coordinator_batch_past_the_pre_encoded_range() -> None:
     data = records.build_batch(entries, T0, 7)
     assert data == records.build_batch_at([(7 + i, T0, k, v) for i, (k, v) in enumerate(entries)])
     assert [(k, v) for _, k, v in records.iter_key_values(data, header_of(data))] == entries
+
+
+@pytest.mark.parametrize(
+    "entries, producer, marker",
+    [
+        ([(b"k", b"v")], None, None),
+        ([(b"k%d" % i, None if i % 3 == 0 else b"v" * i) for i in range(40)], None, None),
+        ([(b"k", b"v"), (None, b"w")], (7, 2), None),
+        ([], (9, 1), True),
+    ],
+)
+def test_a_batch_appended_in_place_has_the_header_read_back_and_build_batch_bytes(
+    entries: list, producer: tuple[int, int] | None, marker: bool | None
+) -> None:
+    """append_batch / append_marker_batch hand back the header read_header finds where they wrote
+    (the coordinators append with it, parsing nothing), after bytes already in the buffer."""
+    data = bytearray(b"already here")
+    start = len(data)
+    if marker is not None:
+        assert producer is not None
+        h = records.append_marker_batch(data, producer[0], producer[1], marker, 5, 1_700_000_000_000)
+        expected = records.build_marker_batch(producer[0], producer[1], marker, 5, 1_700_000_000_000)
+    elif producer is not None:
+        kwargs = {
+            "producer_id": producer[0],
+            "producer_epoch": producer[1],
+            "attributes": records.ATTR_TRANSACTIONAL,
+        }
+        h = records.append_batch(data, entries, 1_700_000_000_000, **kwargs)
+        expected = records.build_batch(entries, 1_700_000_000_000, **kwargs)
+    else:
+        h = records.append_batch(data, entries, 1_700_000_000_000)
+        expected = records.build_batch(entries, 1_700_000_000_000)
+    assert bytes(data[start:]) == bytes(expected)
+    assert h == records.read_header(data, start)
+    assert h.position == start and h.size == len(expected)
