@@ -365,11 +365,11 @@ class KafkaConnection(asyncio.Protocol):
             # are cut from the read's own bytes. Joining the whole read copied each of them twice
             # more (a Produce's 100 KiB frames arrive in reads of up to 256 KiB).
             with memoryview(data) as view:
-                buf += view[pos : pos + need]
-                frame = bytes(buf)
+                # One copy of each part into the frame (appending to ``buf`` first copied twice).
+                frame = b"".join((buf, view[pos : pos + need]))
                 served = self._serve(frame, 0, len(frame), None)
                 if served == 0:  # held back: kept with the rest of the read, as below
-                    buf += view[pos + need :]
+                    buf += view[pos:]
                     self._buf = buf
                     return len(data)
             return pos + need if served > 0 else -1
