@@ -9,6 +9,8 @@ One C module is written by hand, ``kcoord/protocol/_native_codecs.c``: the byte 
 commits and fetches and of coordinator batches' records (stop 31: 7-26 % fewer instructions per
 commit and fetch), which the Python encoders mirror and run in its place when it is missing
 (``kcoord/protocol/native.py``); it is built without mypy too.
+So is ``kcoord/storage/_sync_thread.c``: a thread that runs a flush round's syncs without taking
+the GIL (``kcoord/storage/sync_thread.py``), where a Python thread is used when it is missing.
 The build is optional: without a C compiler (without mypy: but for that module), or with
 ``KCOORD_PURE_BUILD=1``, kcoord installs as the same modules in pure Python, and
 ``kcoord/__init__.py`` falls back to them at import time whenever the compiled ones are missing
@@ -77,6 +79,15 @@ NATIVE_CODECS = Extension(
 )
 
 
+# A flush round's syncs on a C thread that never takes the GIL (kcoord/storage/sync_thread.py).
+SYNC_THREAD = Extension(
+    "kcoord.storage._sync_thread",
+    ["kcoord/storage/_sync_thread.c"],
+    extra_compile_args=["-O2"],
+    optional=True,
+)
+
+
 def ext_modules() -> list:
     if os.environ.get("KCOORD_PURE_BUILD"):
         return []
@@ -90,12 +101,12 @@ def ext_modules() -> list:
             f"warning: kcoord's request path is not compiled ({e!r}); installing it as pure Python",
             file=sys.stderr,
         )
-        return [NATIVE_CODECS]
+        return [NATIVE_CODECS, SYNC_THREAD]
     for extension in extensions:
         # Without a C compiler the build goes on without them (kcoord/__init__.py then imports
         # the sources of any module whose shared library is missing).
         extension.optional = True
-    return [*extensions, NATIVE_CODECS]
+    return [*extensions, NATIVE_CODECS, SYNC_THREAD]
 
 
 setup(ext_modules=ext_modules())

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, cast
 
 _NAME = "kcoord.protocol._native_codecs"
@@ -42,25 +43,30 @@ class NativeCodecs(Protocol):
     def batch_body(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes: ...
 
 
-def _load() -> NativeCodecs | None:
+def load_extension(name: str, source: Path, what: str) -> ModuleType | None:
+    """Import the C extension ``name`` built from ``source``, or None when it must not run: it was
+    not built, ``KCOORD_PURE=1`` is set, its source is newer than the built module, or it does not
+    load; ``what`` names it in the message saying so (the Python code then does the same work)."""
     if os.environ.get("KCOORD_PURE"):
         return None
-    spec = importlib.util.find_spec(_NAME)
+    spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         return None
-    source = Path(__file__).with_name("_native_codecs.c")
     if source.exists() and source.stat().st_mtime > os.stat(spec.origin).st_mtime:
         print(
-            "kcoord: the C codecs changed since they were built, using the Python ones;"
-            " `pip install -e .` rebuilds them",
+            f"kcoord: {what} changed since it was built, using the Python code;"
+            " `pip install -e .` rebuilds it",
             file=sys.stderr,
         )
         return None
     try:
-        return cast(NativeCodecs, importlib.import_module(_NAME))
-    except ImportError as e:  # built for another Python, say: the Python encoders do the same
-        print(f"kcoord: the C codecs do not load ({e}), using the Python ones", file=sys.stderr)
+        return importlib.import_module(name)
+    except ImportError as e:  # built for another Python, say
+        print(f"kcoord: {what} does not load ({e}), using the Python code", file=sys.stderr)
         return None
 
 
-codecs: NativeCodecs | None = _load()
+codecs = cast(
+    "NativeCodecs | None",
+    load_extension(_NAME, Path(__file__).with_name("_native_codecs.c"), "the C codecs module"),
+)

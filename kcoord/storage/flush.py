@@ -26,36 +26,48 @@ once the round before it has settled too, and the round after a failed one fails
 may have overlapped the failed one, and its sync may have returned success after the other's
 writeback error had already been reported.
 
-A round's syncs run on a thread of their own when the event loop has something to do meanwhile.
+A round's syncs run on a thread of their own when the event loop has something to do meanwhile:
+a C thread (``sync_thread.py``) that takes the round as a list of operations on descriptors and
+never takes the GIL, signalling an eventfd the loop watches when it is done. A Python worker
+thread did this before (and still does where the C module is not built): waiting for the GIL the
+serving loop holds, it cost acks=all produce at 8 x 16 a quarter of its throughput (the C thread
+measured 1.29-1.35x the MB/s).
 A round a writer waits for syncs on the loop's thread instead when either nothing else is to be
 served (``idle``: the server owes at most one answer, the one waiting for this round) or the round
 is small: at most ``INLINE_SYNC_MAX_BYTES`` appended since the previous round, in fewer files than
 a syncfs takes (a syncfs waits for every dirty file of the filesystem, other programs' too, so
 its length is not the round's to bound), on a disk whose recent syncs took less than
-``INLINE_SYNC_MAX_NS``. The hop to the thread and back costs more than a small
-round's sync keeps the loop from doing: a task, an executor work item, two thread wake-ups and a
-futex each per round, ~30 us of CPU per commit at 8 clients x depth 1; syncing such rounds on the
-loop measured 1.4-1.75x the commits per second there, 1.1-1.3x at 64 x 1 and 8 x 16, and the
-same at 8 x 16 over 10 partitions and for acks=all produce (whose 100 KiB requests make rounds
-above the limit whenever two share one). An inline round runs from its appends to its writers'
-callbacks in one call on the loop's next pass after the write that asked for it, with no task,
-future or event to wake. A round nobody waits for (acks=1 produce, ``os`` and ``interval``
-rounds) always goes to the thread: inline, it would hold up the next request for a sync no answer
-needs.
+``INLINE_SYNC_MAX_NS``. Even through the C thread, a small round's hop costs more than its sync
+keeps the loop from doing: the rounds get smaller and more numerous (more syncs, more per-round
+work), and the loop is busy serving anyway. Sending them to the C thread measured 0.87-0.99x the
+commits per second at 8 x 16 and 64 x 16 and 0.86-0.91x at 8 x 1; to the Python thread, 0.6-0.9x.
+An inline round runs from its appends to its writers' callbacks in one call on the loop's next
+pass after the write that asked for it, with no task, future or event to wake. A round nobody
+waits for (acks=1 produce, ``os`` and ``interval`` rounds) always goes to the thread: inline, it
+would hold up the next request for a sync no answer needs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ctypes
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import structlog
+
+from kcoord.storage.sync_thread import (
+    SYNCFS,
+    NativeSyncThread,
+    SyncOp,
+    SyncThread,
+    run_ops,
+    sync_error,
+    syncfs,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -70,17 +82,19 @@ class Segment(Protocol):
     fd: int  # -1 once closed
     device: int  # st_dev: one syncfs covers every file of a filesystem
 
-    def fsync(self) -> None: ...
+    def sync_ops(self, ops: list[SyncOp]) -> None:
+        """Add the operations that make the file's written bytes durable."""
+        ...
+
+    def drop_ops(self, ops: list[SyncOp]) -> None:
+        """Add, after the syncs, a hint that the page cache may let go of old synced bytes."""
+        ...
 
     def pin(self) -> None:
         """Keep the file open while the flusher syncs it (a roll or delete closes it after)."""
         ...
 
     def unpin(self) -> None: ...
-
-    def drop_synced_pages(self) -> None:
-        """The sync made the file's written bytes clean: the page cache may let old ones go."""
-        ...
 
 
 class Log(Protocol):
@@ -127,7 +141,13 @@ class Flusher:
         # How long recent syncs took (ns, a moving average over about eight): a disk slower than
         # INLINE_SYNC_MAX_NS has no round synced on the loop's thread but idle ones.
         self.sync_ns = 0
-        # A thread per round in flight: a round's fsyncs run back to back, off the event loop.
+        # A C thread per round in flight (sync_thread.py): a round's syncs run back to back, off
+        # the event loop and without the GIL. Started with the flusher; those not syncing a round:
+        self._sync_threads: list[NativeSyncThread] = []
+        self._idle_sync_threads: list[NativeSyncThread] = []
+        self._native_rounds: dict[int, asyncio.Future[tuple[int, int, int]]] = {}  # by eventfd
+        self._started_on: asyncio.AbstractEventLoop | None = None  # the loop watching their eventfds
+        # Python threads instead where the C module is missing, or a test replaces _sync.
         self._executor = concurrent.futures.ThreadPoolExecutor(
             ROUNDS_IN_FLIGHT, thread_name_prefix="kcoord-fsync"
         )
@@ -143,6 +163,13 @@ class Flusher:
         # The loop is looked up once: asyncio's get_running_loop() makes a getpid(2) syscall per
         # call, and a lone client's every request used to make seven.
         self._loop = asyncio.get_running_loop()
+        if SyncThread is not None and not self._sync_threads:
+            self._started_on = self._loop
+            for _ in range(ROUNDS_IN_FLIGHT):
+                thread = SyncThread()
+                self._sync_threads.append(thread)
+                self._idle_sync_threads.append(thread)
+                self._loop.add_reader(thread.fileno(), self._native_round_ended, thread)
         if self.policy == "interval":
             self._interval_timer = self._loop.call_later(self.interval_ms / 1000, self._interval_due)
         if self._appenders or self._dirty or self._callbacks:
@@ -316,9 +343,12 @@ class Flusher:
                 for seg in segments:
                     seg.pin()
                 try:
-                    await asyncio.get_running_loop().run_in_executor(
-                        self._executor, self._timed_sync, segments
-                    )
+                    if self._idle_sync_threads and self._sync == self._sync_segments:
+                        await self._sync_on_native_thread(segments)
+                    else:
+                        await asyncio.get_running_loop().run_in_executor(
+                            self._executor, self._timed_sync, segments
+                        )
                 except BaseException as e:
                     own_error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
                 finally:
@@ -349,6 +379,32 @@ class Flusher:
             and len(segments) <= len(dirty)
             and self.sync_ns <= INLINE_SYNC_MAX_NS
         )
+
+    async def _sync_on_native_thread(self, segments: list[Segment]) -> None:
+        """Sync on a C thread of sync_thread.py; the loop serves meanwhile."""
+        thread = self._idle_sync_threads.pop()
+        try:
+            ops = self._plan(segments)
+            future: asyncio.Future[tuple[int, int, int]] = asyncio.get_running_loop().create_future()
+            thread.submit(ops)
+        except BaseException:
+            self._idle_sync_threads.append(thread)
+            raise
+        self._native_rounds[thread.fileno()] = future
+        code, fd, elapsed_ns = await future
+        self.sync_ns = (self.sync_ns * 7 + elapsed_ns) >> 3
+        if code != 0:
+            raise sync_error(code, fd)
+
+    def _native_round_ended(self, thread: NativeSyncThread) -> None:
+        """A C thread's eventfd became readable: its round's syncs are over."""
+        outcome = thread.result()
+        if outcome is None:
+            return
+        self._idle_sync_threads.append(thread)
+        future = self._native_rounds.pop(thread.fileno(), None)
+        if future is not None and not future.done():
+            future.set_result(outcome)
 
     def _timed_sync(self, segments: list[Segment]) -> None:
         """``_sync``, timed into ``sync_ns`` (on whichever thread it runs)."""
@@ -388,20 +444,34 @@ class Flusher:
                     log.exception("after-round hook failed")
 
     def _sync_segments(self, segments: list[Segment]) -> None:
-        """Make the segments' written bytes durable (on the flusher's thread, or on the loop's for a
-        round the module's docstring says may sync there)."""
+        """Make the segments' written bytes durable on this thread (the loop's, for a round the
+        module's docstring says may sync there; a Python worker's without the C threads)."""
+        run_ops(self._plan(segments))
+
+    def _plan(self, segments: list[Segment]) -> list[SyncOp]:
+        """What syncing the segments takes: one syncfs for those on the log directory's filesystem
+        when they are enough, fdatasyncs for the rest, then the page-cache hints."""
+        ops: list[SyncOp] = []
         fs = self._fs
         rest = segments
         if fs is not None and len(segments) >= SYNCFS_MIN_FILES:
             rest = [seg for seg in segments if not fs.covers(seg)]
             if len(rest) < len(segments):
-                fs.sync()
+                ops.append((SYNCFS, fs.fd, 0, 0))
         for seg in rest:
-            seg.fsync()
+            seg.sync_ops(ops)
         for seg in segments:
-            seg.drop_synced_pages()
+            seg.drop_ops(ops)
+        return ops
 
     def close(self) -> None:
+        loop = self._started_on
+        for thread in self._sync_threads:
+            if loop is not None and not loop.is_closed():
+                loop.remove_reader(thread.fileno())
+            thread.close()  # after the round it may be syncing
+        self._sync_threads = []
+        self._idle_sync_threads = []
         if self._fs is not None:
             self._fs.close()
 
@@ -448,30 +518,21 @@ SYNCFS_MIN_FILES: Final = 3
 
 
 class _FilesystemSync:
-    """syncfs(2) on the filesystem of one directory (Linux; None elsewhere)."""
+    """The log directory, held open for syncfs(2) on its filesystem (Linux; None elsewhere)."""
 
-    def __init__(self, fd: int, syncfs: Any) -> None:
+    def __init__(self, fd: int) -> None:
         self.fd = fd
         self.dev = os.fstat(fd).st_dev
-        self._syncfs = syncfs
 
     @classmethod
     def open(cls, directory: Path) -> _FilesystemSync | None:
-        try:
-            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-        except (AttributeError, OSError):
+        if syncfs is None:
             return None
-        syncfs.argtypes = [ctypes.c_int]
         directory.mkdir(parents=True, exist_ok=True)
-        return cls(os.open(directory, os.O_RDONLY), syncfs)
+        return cls(os.open(directory, os.O_RDONLY))
 
     def covers(self, seg: Segment) -> bool:
         return seg.fd >= 0 and seg.device == self.dev
-
-    def sync(self) -> None:
-        if self._syncfs(self.fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"syncfs failed: {os.strerror(err)}")
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import structlog
 
+from kcoord.storage.sync_thread import FSYNC, SyncOp
+
 log = structlog.get_logger(__name__)
 
 ENTRY = struct.Struct(">hqqqq")
@@ -104,6 +106,11 @@ class TransactionIndex:
         # No "dirty" flag: the flusher calls this from its thread while appends go on.
         if self._fd >= 0:
             os.fsync(self._fd)
+
+    def sync_ops(self, ops: list[SyncOp]) -> None:
+        """Add this index's fsync to a flush round's operations (when it has a file open)."""
+        if self._fd >= 0:
+            ops.append((FSYNC, self._fd, 0, 0))
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -488,32 +488,3 @@ def test_synced_pages_behind_the_retained_tail_leave_the_page_cache(tmp_path: Pa
         offset = h.last_offset + 1
     assert [bytes(g[-100_000 - 1 : -1]) for g in got] == values
     log_.close()
-
-
-def test_a_refused_page_cache_hint_fails_no_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dropping synced pages is a hint: if the kernel refuses it, the round that made the bytes
-    durable still succeeds, and the segment stops asking."""
-
-    def refuse(*_args: object) -> None:
-        raise OSError(22, "Invalid argument")
-
-    monkeypatch.setattr(os, "posix_fadvise", refuse)
-
-    async def main() -> list[BaseException | None]:
-        flusher = Flusher("always", directory=tmp_path)
-        log_ = Log.open(tmp_path / "p-0", LogConfig(retention_ms=-1, cache_retain_bytes=0), flusher)
-        flusher.start()
-        done: list[BaseException | None] = []
-        data = build_batch([(b"k", os.urandom(3 << 20))], 1)
-        log_.append(data, [read_header(data)], 1)
-        flusher.when_durable(log_, done.append)
-        for _ in range(2000):
-            if done:
-                break
-            await asyncio.sleep(0.001)
-        assert log_.active.cache_retain_bytes == -1
-        await flusher.stop()
-        log_.close()
-        return done
-
-    assert asyncio.run(main()) == [None]
