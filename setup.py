@@ -60,6 +60,7 @@ COMPILED = [
     "kcoord/runtime/records.py",
     "kcoord/runtime/runtime.py",
     "kcoord/runtime/shard.py",
+    "kcoord/server/connection.py",
     "kcoord/server/dispatcher.py",
     "kcoord/server/server.py",
     "kcoord/share/store.py",

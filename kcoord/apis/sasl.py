@@ -2,10 +2,10 @@
 
 Behaviour / version notes:
 - served on SASL_PLAINTEXT and SASL_SSL listeners before authentication (the connection allows
-  nothing else then, server/server.py); on any other listener, or once authenticated, both
+  nothing else then, server/connection.py); on any other listener, or once authenticated, both
   answer ILLEGAL_SASL_STATE, as Kafka's KafkaApis;
 - SaslHandshake v0-v1: after v0 (KIP-43) the client sends its tokens raw, framed by their size
-  alone, and gets the answers framed alike (server/server.py), a failure closing the connection
+  alone, and gets the answers framed alike (server/connection.py), a failure closing the connection
   without an answer, as Kafka; after v1 the tokens travel in SaslAuthenticate. An unknown or
   disabled mechanism answers UNSUPPORTED_SASL_MECHANISM with the enabled ones, then the
   connection is closed;
@@ -16,7 +16,7 @@ Behaviour / version notes:
 - session_lifetime_ms (v1+) is ``connections.max.reauth.ms`` (per listener and mechanism, 0:
   sessions do not expire): the client re-authenticates on its connection before then (KIP-368:
   SaslHandshake and SaslAuthenticate again, same mechanism and principal), or the connection is
-  closed at its first request after the session expired (server/server.py).
+  closed at its first request after the session expired (server/connection.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _AuthenticateResponse: Any = response_class(ApiKey.SaslAuthenticate)
 
 
 class SaslConnection(Protocol):
-    """What the SASL handlers need of the connection (server/server.py's KafkaConnection)."""
+    """What the SASL handlers need of the connection (server/connection.py's KafkaConnection)."""
 
     peer: str
     listener: str

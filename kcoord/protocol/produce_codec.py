@@ -3,7 +3,7 @@
 kafka-python's decoder copies each partition's records out of the request into a new bytes
 object (and builds a container per topic and partition), and the handler then copied them
 once more to stamp offsets in. Here the records are a view of the request's own buffer: a large
-request is read into a buffer of its own (server.py), so the batch is validated, stamped and
+request is read into a buffer of its own (server/connection.py), so the batch is validated, stamped and
 written to the log from the bytes the socket delivered. The answer is written directly from
 tuples. tests/unit/test_produce_codec.py checks both against kafka-python for every version.
 """

@@ -23,6 +23,7 @@ from kcoord.endpoints import Endpoint, parse_ip_overrides
 from kcoord.metadata.store import MetadataCredentials
 from kcoord.metrics import Metrics
 from kcoord.server.api_table import build_table
+from kcoord.server.connection import ShutdownSignal
 from kcoord.server.connection_quotas import ConnectionQuotas
 from kcoord.server.coordinators import (
     authorizer,
@@ -34,7 +35,7 @@ from kcoord.server.coordinators import (
 )
 from kcoord.server.dispatcher import Dispatcher
 from kcoord.server.listeners import build_listener_security
-from kcoord.server.server import KafkaServer, ShutdownSignal
+from kcoord.server.server import KafkaServer
 from kcoord.server.socket_metrics import register_socket_server_metrics
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator

@@ -216,7 +216,7 @@ def test_large_produce_requests_in_pieces_are_stored_as_sent(
     broker: BrokerProcess, unique_topic: str
 ) -> None:
     """Produce requests from a few KiB to 600 KiB (a request of 64 KiB or more is gathered into a
-    buffer of its own, server.py), pipelined with small requests and sent in pieces that split
+    buffer of its own, server/connection.py), pipelined with small requests and sent in pieces that split
     every frame's size prefix, body and batch at odd places: each is answered once, in order, and
     the batches are stored byte for byte as sent (but for the offsets the broker stamps in)."""
     import random

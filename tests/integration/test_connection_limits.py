@@ -1,6 +1,6 @@
 """Limits under load and abuse: max.connections(.per.ip), connections.max.idle.ms, and the bound on
 answers held for a client that does not read them (kcoord/server/connection_quotas.py and the
-backlog rule of kcoord/server/server.py)."""
+backlog rule of kcoord/server/connection.py)."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_a_slow_sender_holds_only_its_own_connection(broker_factory: BrokerFacto
 
 def test_size_prefixes_alone_make_the_broker_allocate_nothing(broker_factory: BrokerFactory) -> None:
     """A large frame gets a buffer of its own size only once half of it has arrived
-    (server.py's _keep): twenty connections that each announce a 100 MB request and send 1 KB of
+    (connection.py's _keep): twenty connections that each announce a 100 MB request and send 1 KB of
     it must not make the broker allocate (and zero) 2 GB for bytes nobody has sent."""
     broker = broker_factory([])
     assert broker.proc is not None

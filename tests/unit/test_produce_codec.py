@@ -129,7 +129,7 @@ def test_produce_request_decodes_as_kafka_python(
 
 def test_produce_records_are_located_in_the_frame() -> None:
     """The records are a read-only view of the decoded bytes, and ``records_at`` is where they
-    start in the frame: a request read into a writable buffer of its own (server.py: large
+    start in the frame: a request read into a writable buffer of its own (server/connection.py: large
     frames) is stamped there, through RequestContext.frame_buffer, not copied."""
     batch = bytes(range(70))
     prefix = b"\x07" * 5

@@ -1,4 +1,4 @@
-"""A connection's response slots (server._Slots): first in, first out, whatever the interleaving
+"""A connection's response slots (server.connection._Slots): first in, first out, whatever the interleaving
 of appends and pops, and the list under them does not grow with a connection that never drains
 (a pipelining client always has answers in flight)."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kcoord.config import BrokerConfig
 from kcoord.server.app import Broker
-from kcoord.server.server import KafkaConnection, _Pending, _Slots
+from kcoord.server.connection import KafkaConnection, _Pending, _Slots
 
 
 @pytest.fixture(scope="module")
