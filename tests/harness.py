@@ -126,7 +126,8 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM: a clean shutdown (flush, clean-shutdown marker)."""
+        """SIGTERM: a clean shutdown (flush, coordinator snapshots, clean-shutdown marker), which
+        must end with exit status 0: a shutdown that fails part-way skips what comes after."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -136,6 +137,10 @@ class BrokerProcess:
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError(f"broker ignored SIGTERM for {timeout}s") from None
+            if self.proc.returncode != 0:
+                raise AssertionError(
+                    f"broker exited with {self.proc.returncode} on SIGTERM:\n{self.log_text()}"
+                )
         return self.proc.returncode
 
     def kill(self) -> None:

@@ -11,13 +11,14 @@
  *
  * One round at a time per thread (the flusher keeps one thread per round it lets be in flight).
  * kcoord/storage/sync_thread.py loads it; without a C compiler the flusher uses its Python thread
- * pool instead, and tests/unit/test_flush.py runs the flusher's tests on both.
+ * pool instead, and tests/unit/test_sync_thread.py runs the same operations through both.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -73,15 +74,20 @@ static void *run(void *arg) {
         int error = 0, error_fd = -1;
         for (Py_ssize_t i = 0; i < n; i++) {
             int rc = 0;
+            /* Retried on EINTR, as os.fdatasync does (the thread blocks signals, but a file
+             * system may still report one). */
             switch (ops[i].op) {
             case OP_FDATASYNC:
-                rc = fdatasync(ops[i].fd);
+                do rc = fdatasync(ops[i].fd);
+                while (rc != 0 && errno == EINTR);
                 break;
             case OP_FSYNC:
-                rc = fsync(ops[i].fd);
+                do rc = fsync(ops[i].fd);
+                while (rc != 0 && errno == EINTR);
                 break;
             case OP_SYNCFS:
-                rc = syncfs(ops[i].fd);
+                do rc = syncfs(ops[i].fd);
+                while (rc != 0 && errno == EINTR);
                 break;
             case OP_DROP_PAGES:
                 /* A hint: its failure never fails the round that made the bytes durable. */
@@ -129,7 +135,13 @@ static PyObject *SyncThread_new(PyTypeObject *type, PyObject *args, PyObject *kw
         Py_DECREF(t);
         return NULL;
     }
+    /* Signals go to the interpreter's threads, never to this one: Python handles them on the
+     * main thread, and a signal here would only interrupt a sync. */
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
     int rc = pthread_create(&t->thread, NULL, run, t);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (rc != 0) {
         errno = rc;
         PyErr_SetFromErrno(PyExc_OSError);
@@ -175,9 +187,12 @@ static PyObject *SyncThread_submit(SyncThread *t, PyObject *ops) {
         PyErr_SetString(PyExc_RuntimeError, "the sync thread is closed");
         return NULL;
     }
-    /* Only this (the event loop's) thread changes IDLE; the sync thread reads ops only while
+    /* Only this (the event loop's) thread leaves IDLE; the sync thread reads ops only while
      * SUBMITTED, so they are filled in before the state says so. */
-    if (t->state != IDLE) {
+    pthread_mutex_lock(&t->mutex);
+    int state = t->state;
+    pthread_mutex_unlock(&t->mutex);
+    if (state != IDLE) {
         PyErr_SetString(PyExc_RuntimeError, "the sync thread has a round in flight");
         return NULL;
     }
@@ -191,8 +206,11 @@ static PyObject *SyncThread_submit(SyncThread *t, PyObject *ops) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(ops, i);
         Op *op = &t->ops[i];
-        if (!PyTuple_Check(item) ||
-            !PyArg_ParseTuple(item, "iiLL;an operation is (op, fd, offset, length)", &op->op,
+        if (!PyTuple_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "an operation is a tuple (op, fd, offset, length)");
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(item, "iiLL;an operation is (op, fd, offset, length)", &op->op,
                               &op->fd, &op->offset, &op->length))
             return NULL;
         if (op->op < OP_FDATASYNC || op->op > OP_DROP_PAGES) {

@@ -55,7 +55,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 
@@ -145,7 +145,8 @@ class Flusher:
         # the event loop and without the GIL. Started with the flusher; those not syncing a round:
         self._sync_threads: list[NativeSyncThread] = []
         self._idle_sync_threads: list[NativeSyncThread] = []
-        self._native_rounds: dict[int, asyncio.Future[tuple[int, int, int]]] = {}  # by eventfd
+        # Rounds on a C thread, by its eventfd: what they wait for, and the segments they pinned.
+        self._native_rounds: dict[int, tuple[asyncio.Future[tuple[int, int, int]], list[Segment]]] = {}
         self._started_on: asyncio.AbstractEventLoop | None = None  # the loop watching their eventfds
         # Python threads instead where the C module is missing, or a test replaces _sync.
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -163,6 +164,8 @@ class Flusher:
         # The loop is looked up once: asyncio's get_running_loop() makes a getpid(2) syscall per
         # call, and a lone client's every request used to make seven.
         self._loop = asyncio.get_running_loop()
+        if self._started_on is not self._loop:
+            self._close_sync_threads()  # started on another loop, which watched their eventfds
         if SyncThread is not None and not self._sync_threads:
             self._started_on = self._loop
             for _ in range(ROUNDS_IN_FLIGHT):
@@ -187,9 +190,11 @@ class Flusher:
         while self._rounds_in_flight:
             await asyncio.wait(self._rounds_in_flight)
         self._previous = None  # the last round overlaps none: an earlier failure is not its own
-        await self._round()
-        self._executor.shutdown(wait=True)
-        self.close()
+        try:
+            await self._round()
+        finally:
+            self._executor.shutdown(wait=True)
+            self.close()
 
     def mark_dirty(self, target: Log, urgent: bool = False) -> None:
         """Note that ``target`` has bytes to sync; ``urgent`` (a rolled segment) runs a round now."""
@@ -340,20 +345,10 @@ class Flusher:
         before: BaseException | None = None
         try:
             if segments:
-                for seg in segments:
-                    seg.pin()
                 try:
-                    if self._idle_sync_threads and self._sync == self._sync_segments:
-                        await self._sync_on_native_thread(segments)
-                    else:
-                        await asyncio.get_running_loop().run_in_executor(
-                            self._executor, self._timed_sync, segments
-                        )
+                    await self._sync_off_loop(segments)
                 except BaseException as e:
                     own_error = e if isinstance(e, Exception) else RuntimeError("flush cancelled")
-                finally:
-                    for seg in segments:
-                        seg.unpin()
             # Settled in order; a cancelled wait here must still settle this round's writers.
             if previous is not None:
                 try:
@@ -380,17 +375,35 @@ class Flusher:
             and self.sync_ns <= INLINE_SYNC_MAX_NS
         )
 
-    async def _sync_on_native_thread(self, segments: list[Segment]) -> None:
-        """Sync on a C thread of sync_thread.py; the loop serves meanwhile."""
-        thread = self._idle_sync_threads.pop()
+    async def _sync_off_loop(self, segments: list[Segment]) -> None:
+        """Sync a round's segments on a C thread of sync_thread.py while the loop serves, or on a
+        Python worker thread without one (or when a test replaced ``_sync``). The segments stay
+        pinned until the thread is done with their descriptors."""
+        loop = asyncio.get_running_loop()
+        for seg in segments:
+            seg.pin()
+        handed = False  # to the C thread, which unpins them when its round ends
         try:
-            ops = self._plan(segments)
-            future: asyncio.Future[tuple[int, int, int]] = asyncio.get_running_loop().create_future()
-            thread.submit(ops)
-        except BaseException:
-            self._idle_sync_threads.append(thread)
-            raise
-        self._native_rounds[thread.fileno()] = future
+            if self._sync != self._sync_segments:
+                await loop.run_in_executor(self._executor, self._timed_sync, segments)
+                return
+            ops = self._plan(segments)  # here: the segments' page-cache marks are the loop's
+            if not self._idle_sync_threads:  # no C module: both rounds in flight have one each
+                await loop.run_in_executor(self._executor, self._timed_run, ops)
+                return
+            thread = self._idle_sync_threads.pop()
+            future: asyncio.Future[tuple[int, int, int]] = loop.create_future()
+            try:
+                thread.submit(ops)
+            except BaseException:
+                self._idle_sync_threads.append(thread)
+                raise
+            self._native_rounds[thread.fileno()] = (future, segments)
+            handed = True
+        finally:
+            if not handed:
+                for seg in segments:
+                    seg.unpin()
         code, fd, elapsed_ns = await future
         self.sync_ns = (self.sync_ns * 7 + elapsed_ns) >> 3
         if code != 0:
@@ -398,12 +411,30 @@ class Flusher:
 
     def _native_round_ended(self, thread: NativeSyncThread) -> None:
         """A C thread's eventfd became readable: its round's syncs are over."""
-        outcome = thread.result()
+        fd = thread.fileno()
+        try:
+            outcome = thread.result()
+        except OSError as e:  # the eventfd itself failed: the thread is of no more use
+            _stop_watching(self._started_on or asyncio.get_running_loop(), fd)
+            self._end_native_round(fd, e)
+            return
         if outcome is None:
             return
         self._idle_sync_threads.append(thread)
-        future = self._native_rounds.pop(thread.fileno(), None)
-        if future is not None and not future.done():
+        self._end_native_round(fd, outcome)
+
+    def _end_native_round(self, fd: int, outcome: tuple[int, int, int] | BaseException) -> None:
+        entry = self._native_rounds.pop(fd, None)
+        if entry is None:
+            return
+        future, segments = entry
+        for seg in segments:
+            seg.unpin()
+        if future.done():  # its round was cancelled meanwhile
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
             future.set_result(outcome)
 
     def _timed_sync(self, segments: list[Segment]) -> None:
@@ -411,6 +442,14 @@ class Flusher:
         start = _perf_counter_ns()
         try:
             self._sync(segments)
+        finally:
+            self.sync_ns = (self.sync_ns * 7 + _perf_counter_ns() - start) >> 3
+
+    def _timed_run(self, ops: list[SyncOp]) -> None:
+        """A planned round's operations run in Python, timed into ``sync_ns`` (a worker thread)."""
+        start = _perf_counter_ns()
+        try:
+            run_ops(ops)
         finally:
             self.sync_ns = (self.sync_ns * 7 + _perf_counter_ns() - start) >> 3
 
@@ -465,19 +504,35 @@ class Flusher:
         return ops
 
     def close(self) -> None:
-        loop = self._started_on
-        for thread in self._sync_threads:
-            if loop is not None and not loop.is_closed():
-                loop.remove_reader(thread.fileno())
-            thread.close()  # after the round it may be syncing
-        self._sync_threads = []
-        self._idle_sync_threads = []
+        self._close_sync_threads()
         if self._fs is not None:
             self._fs.close()
+
+    def _close_sync_threads(self) -> None:
+        """Stop the C threads (each after the round it may be syncing); a round still waited for
+        fails, since nothing will read its outcome now (``stop`` waits for every round first)."""
+        loop = self._started_on
+        for thread in self._sync_threads:
+            fd = thread.fileno()
+            if loop is not None and not loop.is_closed():
+                _stop_watching(loop, fd)
+            thread.close()
+            self._end_native_round(fd, RuntimeError("the flusher closed while a round was syncing"))
+        self._sync_threads = []
+        self._idle_sync_threads = []
+        self._started_on = None
 
 
 def _never() -> bool:
     return False
+
+
+def _stop_watching(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """``loop.remove_reader(fd)``, called untyped: uvloop's returns None where asyncio's is typed
+    bool, and compiled code checks what a call returns against its declared type (a TypeError
+    that ended every broker's clean shutdown before its coordinator snapshots were written)."""
+    remove: Any = loop.remove_reader
+    remove(fd)
 
 
 def _settled(

@@ -100,7 +100,7 @@ class LogConfig:
     # appends (kcoord/storage/preallocation.py).
     preallocate: bool = True
     # log.cache.retain.bytes: synced bytes further than this behind a segment's end are dropped
-    # from the page cache (Segment.drop_synced_pages); -1 leaves them to the kernel.
+    # from the page cache (Segment.drop_ops); -1 leaves them to the kernel.
     cache_retain_bytes: int = -1
 
 

@@ -18,6 +18,7 @@ from kcoord.storage.sync_thread import (
     DROP_PAGES,
     FDATASYNC,
     FSYNC,
+    SYNCFS,
     SyncOp,
     SyncThread,
     run_ops,
@@ -109,6 +110,8 @@ def test_the_c_thread_takes_one_round_at_a_time_and_refuses_bad_operations(writt
             thread.submit([(FDATASYNC, "not a descriptor", 0, 0)])  # type: ignore[list-item]
         with pytest.raises(TypeError):
             thread.submit(((FDATASYNC, written, 0, 0),))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="a tuple"):
+            thread.submit([[FDATASYNC, written, 0, 0]])  # type: ignore[list-item]
         thread.submit([(FDATASYNC, written, 0, 0)] * 50)
         with pytest.raises(RuntimeError, match="in flight"):
             thread.submit([(FDATASYNC, written, 0, 0)])
@@ -185,3 +188,64 @@ def test_a_busy_flusher_syncs_its_rounds_on_the_c_thread(tmp_path: Path, pipe: i
     # The round after a failed one fails with it (it may have overlapped it), the next succeeds.
     assert events[2] == f"{written} {events[1].split(' ', 1)[1]}"
     assert events[3] == f"{written} None"
+
+
+class _SlowLog(_OneFileLog):
+    """A round that syncs the whole filesystem many times: long enough to be caught in flight."""
+
+    def sync_ops(self, ops: list[SyncOp]) -> None:
+        ops.extend([(SYNCFS, self.fd, 0, 0)] * 200)
+
+
+@needs_c_thread
+def test_closing_with_a_round_on_the_c_thread_fails_its_writers(tmp_path: Path) -> None:
+    """A flusher closed without stop() (which waits for its rounds) while a C thread syncs: the
+    thread finishes the round, but nothing reads its outcome any more, so the writers hear of an
+    error instead of waiting forever; the segments are unpinned once the thread is done."""
+    directory = os.open(tmp_path, os.O_RDONLY)
+
+    async def main() -> list[str]:
+        flusher = Flusher("always", directory=tmp_path)
+        flusher.idle = lambda: False
+        flusher.inline_sync_max_bytes = -1
+        flusher.start()
+        events: list[str] = []
+        flusher.when_durable(_SlowLog(directory), lambda e: events.append(repr(e)))
+        for _ in range(10_000):
+            if flusher._native_rounds:
+                break
+            await asyncio.sleep(0)
+        assert flusher._native_rounds, "the round never reached the C thread"
+        flusher.close()  # no await since the check: the eventfd's reader cannot have run
+        assert not flusher._native_rounds
+        for _ in range(1000):
+            if events:
+                break
+            await asyncio.sleep(0.001)
+        return events
+
+    try:
+        assert asyncio.run(main()) == ["RuntimeError('the flusher closed while a round was syncing')"]
+    finally:
+        os.close(directory)
+
+
+@needs_c_thread
+def test_a_flusher_stopped_and_started_on_another_loop_syncs_there(tmp_path: Path, written: int) -> None:
+    flusher = Flusher("always", directory=tmp_path)
+    flusher.idle = lambda: False
+    flusher.inline_sync_max_bytes = -1
+
+    async def one_round() -> list[str]:
+        flusher.start()
+        events: list[str] = []
+        flusher.when_durable(_OneFileLog(written), lambda e: events.append(repr(e)))
+        for _ in range(10_000):
+            if events:
+                break
+            await asyncio.sleep(0.001)
+        await flusher.stop()
+        return events
+
+    assert asyncio.run(one_round()) == ["None"]
+    assert asyncio.run(one_round()) == ["None"]
