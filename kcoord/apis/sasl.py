@@ -49,6 +49,8 @@ class SaslConnection(Protocol):
 
     def failed_authentication(self, reason: str) -> None: ...
 
+    def failed_sasl_exchange(self, mechanism: str | None, detail: str) -> None: ...
+
 
 def _authenticator(ctx: RequestContext) -> SaslAuthenticator | None:
     return getattr(ctx.conn, "authenticator", None)
@@ -84,14 +86,7 @@ def handle_authenticate(services: Services, ctx: RequestContext, req: Any) -> An
     try:
         answer = auth.authenticate(bytes(req.auth_bytes))
     except AuthenticationFailure as e:
-        log.warning(
-            "SASL authentication failed",
-            peer=conn.peer,
-            listener=conn.listener,
-            mechanism=auth.mechanism,
-            reason=e.detail,
-        )
-        conn.failed_authentication(f"failed authentication with SASL mechanism {auth.mechanism}")
+        conn.failed_sasl_exchange(auth.mechanism, e.detail)
         return resp(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
             error_message=e.message,

@@ -264,6 +264,18 @@ class KafkaConnection(asyncio.Protocol):
         self.server.stats[self.listener].failed_authentication += 1
         self._close_after_answer = reason
 
+    def failed_sasl_exchange(self, mechanism: str | None, detail: str) -> None:
+        """A SASL exchange the mechanism refused (SaslAuthenticate, or a v0 frame): logged with
+        the mechanism's own detail, which the client never sees, then ``failed_authentication``."""
+        log.warning(
+            "SASL authentication failed",
+            peer=self.peer,
+            listener=self.listener,
+            mechanism=mechanism,
+            reason=detail,
+        )
+        self.failed_authentication(f"failed authentication with SASL mechanism {mechanism}")
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         if self._counted:
@@ -543,14 +555,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             answer = auth.authenticate(frame)
         except AuthenticationFailure as e:
-            log.warning(
-                "SASL authentication failed",
-                peer=self.peer,
-                listener=self.listener,
-                mechanism=auth.mechanism,
-                reason=e.detail,
-            )
-            self.failed_authentication(f"failed authentication with SASL mechanism {auth.mechanism}")
+            self.failed_sasl_exchange(auth.mechanism, e.detail)
             self._close_delayed(out)
             return False
         out.append(_SIZE.pack(len(answer)) + answer)

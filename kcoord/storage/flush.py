@@ -405,7 +405,7 @@ class Flusher:
                 for seg in segments:
                     seg.unpin()
         code, fd, elapsed_ns = await future
-        self.sync_ns = (self.sync_ns * 7 + elapsed_ns) >> 3
+        self._note_sync_ns(elapsed_ns)
         if code != 0:
             raise sync_error(code, fd)
 
@@ -437,13 +437,17 @@ class Flusher:
         else:
             future.set_result(outcome)
 
+    def _note_sync_ns(self, elapsed_ns: int) -> None:
+        """Fold one sync's time into ``sync_ns``, the moving average over about eight."""
+        self.sync_ns = (self.sync_ns * 7 + elapsed_ns) >> 3
+
     def _timed_sync(self, segments: list[Segment]) -> None:
         """``_sync``, timed into ``sync_ns`` (on whichever thread it runs)."""
         start = _perf_counter_ns()
         try:
             self._sync(segments)
         finally:
-            self.sync_ns = (self.sync_ns * 7 + _perf_counter_ns() - start) >> 3
+            self._note_sync_ns(_perf_counter_ns() - start)
 
     def _timed_run(self, ops: list[SyncOp]) -> None:
         """A planned round's operations run in Python, timed into ``sync_ns`` (a worker thread)."""
@@ -451,7 +455,7 @@ class Flusher:
         try:
             run_ops(ops)
         finally:
-            self.sync_ns = (self.sync_ns * 7 + _perf_counter_ns() - start) >> 3
+            self._note_sync_ns(_perf_counter_ns() - start)
 
     def _sync_pinned(self, segments: list[Segment]) -> BaseException | None:
         """Sync on this thread: the error, or None."""

@@ -13,7 +13,7 @@ from kcoord.protocol import records
 from kcoord.protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch
 from kcoord.storage import preallocation
 from kcoord.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
-from kcoord.storage.sync_thread import DROP_PAGES, FDATASYNC, SyncOp
+from kcoord.storage.sync_thread import DROP_PAGES, FDATASYNC, SyncOp, run_ops
 from kcoord.storage.txn_index import TransactionIndex
 
 log = structlog.get_logger(__name__)
@@ -278,9 +278,10 @@ class Segment:
         return self.time_index.max_timestamp
 
     def fsync(self) -> None:
-        if self.fd >= 0:
-            os.fdatasync(self.fd)
-            self.txn_index.fsync()
+        """Sync now, on this thread: the operations a flush round would plan (``sync_ops``)."""
+        ops: list[SyncOp] = []
+        self.sync_ops(ops)
+        run_ops(ops)
 
     def sync_ops(self, ops: list[SyncOp]) -> None:
         """Add what makes this file's written bytes durable to a flush round's operations."""
