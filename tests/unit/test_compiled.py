@@ -138,7 +138,7 @@ def test_the_pure_path_passes_what_the_compiled_one_does() -> None:
     )
     subprocess.run([sys.executable, "-c", check], env=env, check=True, cwd=REPO)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PURE_TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *PURE_TESTS],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -315,7 +315,13 @@ def test_truncated_tail_is_cut_back_to_the_last_whole_batch(tmp_path: Path, cut:
     assert [r[0] for r in read_all(log)] == list(range(9))
 
 
-@pytest.mark.parametrize("garbage", [b"\x00", b"\x00" * 200, os.urandom(37), b"\xff" * 70])
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\x00", b"\x00" * 200, os.urandom(37), b"\xff" * 70],
+    # Named, not shown: pytest-xdist's workers must collect the same ids, and the random bytes
+    # differ in each.
+    ids=["zero", "zeros", "random", "ones"],
+)
 def test_garbage_after_the_last_batch_is_dropped(tmp_path: Path, garbage: bytes) -> None:
     ends = _three_batches(tmp_path)
     path = tmp_path / (segment_name(0) + ".log")
