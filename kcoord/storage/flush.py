@@ -24,7 +24,10 @@ concurrent syncs together (two threads each syncing take about half the time per
 does, measured on ext4 here). Rounds are settled in order: a round's writers hear of success only
 once the round before it has settled too, and the round after a failed one fails with it: it
 may have overlapped the failed one, and its sync may have returned success after the other's
-writeback error had already been reported.
+writeback error had already been reported. Then the broker halts (``log_dir_failure``, as Kafka
+does when its only log directory fails), once the failed round's writers have heard of it: the
+kernel reports a writeback error once, so a later round's sync would succeed without the lost
+bytes and move the high watermark past them.
 
 A round's syncs run on a thread of their own when the event loop has something to do meanwhile:
 a C thread (``sync_thread.py``) that takes the round as a list of operations on descriptors and
@@ -59,6 +62,7 @@ from typing import Any, Final, Protocol
 
 import structlog
 
+from kcoord.storage import log_dir_failure
 from kcoord.storage.sync_thread import (
     SYNCFS,
     NativeSyncThread,
@@ -320,6 +324,7 @@ class Flusher:
                 handed, callbacks = callbacks, []
                 self._settle(dirty, handed, own_error or before)
                 if own_error is not None:
+                    _halt_on_failed_sync(own_error)
                     return own_error
                 if before is not None:
                     return RuntimeError("an earlier flush round failed")
@@ -359,6 +364,7 @@ class Flusher:
         finally:
             settled.set_result(own_error)
         if own_error is not None:
+            _halt_on_failed_sync(own_error)
             raise own_error
         if before is not None:
             raise RuntimeError("an overlapping flush round failed") from before
@@ -529,6 +535,12 @@ class Flusher:
 
 def _never() -> bool:
     return False
+
+
+def _halt_on_failed_sync(error: BaseException) -> None:
+    """A round's sync failed (an OSError; not a round cancelled or closed): log_dir_failure."""
+    if isinstance(error, OSError):
+        log_dir_failure.halt(error)
 
 
 def _stop_watching(loop: asyncio.AbstractEventLoop, fd: int) -> None:

@@ -7,15 +7,28 @@ import contextlib
 import ctypes
 import mmap
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from kcoord.protocol.records import build_batch, read_header
+from kcoord.storage import log_dir_failure
 from kcoord.storage.flush import INLINE_SYNC_MAX_NS, Flusher
 from kcoord.storage.log import Log, LogConfig
 from kcoord.storage.segment import DROP_MIN_BYTES
+from tests.harness import REPO
+
+
+@pytest.fixture(autouse=True)
+def halts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """A failed sync halts the broker (log_dir_failure); here it is recorded instead, so that what
+    the writers and the rounds after it hear can be checked."""
+    seen: list[BaseException] = []
+    monkeypatch.setattr(log_dir_failure, "halt", seen.append)
+    return seen
 
 
 def test_deferred_appends_are_synced_in_the_round_that_runs_them(tmp_path: Path) -> None:
@@ -55,7 +68,8 @@ def test_deferred_appends_are_synced_in_the_round_that_runs_them(tmp_path: Path)
 
 
 @pytest.mark.parametrize("idle", [False, True], ids=["on-the-flusher-thread", "on-the-loop"])
-def test_a_failed_sync_reaches_the_callbacks(tmp_path: Path, idle: bool) -> None:
+def test_a_failed_sync_reaches_the_callbacks(tmp_path: Path, idle: bool, halts: list[BaseException]) -> None:
+    """The round's writers hear of the failure, then the broker halts (log_dir_failure)."""
     boom = OSError(5, "EIO")
 
     async def main() -> list[object]:
@@ -82,6 +96,61 @@ def test_a_failed_sync_reaches_the_callbacks(tmp_path: Path, idle: bool) -> None
 
     got = asyncio.run(main())
     assert len(got) == 1 and got[0] is boom
+    assert halts == [boom]
+
+
+_HALTING_ROUND = """
+import asyncio, os, sys
+from pathlib import Path
+from kcoord.storage.flush import Flusher
+
+class PipeLog:  # a file whose fdatasync fails (EINVAL)
+    log_end_offset = 1
+    def __init__(self, fd): self.fd, self.device = fd, -1
+    def take_unsynced_segments(self): return [self]
+    def mark_flushed(self, end): print("flushed", flush=True)
+    def sync_ops(self, ops): ops.append((0, self.fd, 0, 0))
+    def drop_ops(self, ops): pass
+    def pin(self): pass
+    def unpin(self): pass
+
+async def main():
+    flusher = Flusher("always", directory=Path(sys.argv[1]))
+    flusher.idle = lambda: sys.argv[2] == "inline"
+    flusher.inline_sync_max_bytes = -1
+    flusher.start()
+    r, _w = os.pipe()
+    good = PipeLog(os.open(Path(sys.argv[1]) / "file", os.O_RDWR | os.O_CREAT))
+
+    def heard(e):
+        print("writer heard", type(e).__name__, flush=True)
+        # A writer of the next round, on a file whose sync succeeds: never answered.
+        flusher.when_durable(good, lambda e: print("next round", e, flush=True))
+
+    flusher.when_durable(PipeLog(r), heard)
+    await asyncio.sleep(5)
+    print("still running", flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("where", ["inline", "off-loop"])
+def test_a_failed_sync_halts_the_process_after_its_writers_heard(tmp_path: Path, where: str) -> None:
+    """Not recorded this time: the process exits with status 1 once the failed round's writer was
+    answered, before any later round settles (the kernel reports a writeback error once)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _HALTING_ROUND, str(tmp_path), where],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert run.returncode == log_dir_failure.EXIT_CODE, run.stderr[-2000:]
+    # (structlog, unconfigured here, logs to stdout.)
+    printed = [line for line in run.stdout.splitlines() if "[critical" not in line]
+    assert printed == ["writer heard OSError"]
+    assert "halting, as Kafka does" in run.stdout + run.stderr
 
 
 def _append_one(log_: Log, flusher: Flusher, events: list[str], name: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kcoord.storage import log_dir_failure
 from kcoord.storage.flush import Flusher
 from kcoord.storage.sync_thread import (
     DROP_PAGES,
@@ -26,6 +27,15 @@ from kcoord.storage.sync_thread import (
 )
 
 needs_c_thread = pytest.mark.skipif(SyncThread is None, reason="the C sync thread is not built")
+
+
+@pytest.fixture(autouse=True)
+def halts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """A failed sync halts the broker (log_dir_failure); here it is recorded instead, so that what
+    the writers and the rounds after it hear can be checked."""
+    seen: list[BaseException] = []
+    monkeypatch.setattr(log_dir_failure, "halt", seen.append)
+    return seen
 
 
 def _ended(eventfd: int) -> bool:
@@ -159,7 +169,9 @@ class _OneFileLog:
 
 
 @needs_c_thread
-def test_a_busy_flusher_syncs_its_rounds_on_the_c_thread(tmp_path: Path, pipe: int, written: int) -> None:
+def test_a_busy_flusher_syncs_its_rounds_on_the_c_thread(
+    tmp_path: Path, pipe: int, written: int, halts: list[BaseException]
+) -> None:
     """Rounds that may not sync on the loop go to the C thread (no Python thread is started), and
     a failed sync there reaches the round's writers and the next round's, as on a Python thread."""
 
@@ -188,6 +200,7 @@ def test_a_busy_flusher_syncs_its_rounds_on_the_c_thread(tmp_path: Path, pipe: i
     # The round after a failed one fails with it (it may have overlapped it), the next succeeds.
     assert events[2] == f"{written} {events[1].split(' ', 1)[1]}"
     assert events[3] == f"{written} None"
+    assert [type(e).__name__ for e in halts] == ["OSError"]  # the failed sync's own round
 
 
 class _SlowLog(_OneFileLog):
