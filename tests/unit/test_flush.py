@@ -21,14 +21,8 @@ from kcoord.storage.log import Log, LogConfig
 from kcoord.storage.segment import DROP_MIN_BYTES
 from tests.harness import REPO
 
-
-@pytest.fixture(autouse=True)
-def halts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    """A failed sync halts the broker (log_dir_failure); here it is recorded instead, so that what
-    the writers and the rounds after it hear can be checked."""
-    seen: list[BaseException] = []
-    monkeypatch.setattr(log_dir_failure, "halt", seen.append)
-    return seen
+# Syncs fail here on purpose: recorded, not halting (conftest.py).
+pytestmark = pytest.mark.usefixtures("halts")
 
 
 def test_deferred_appends_are_synced_in_the_round_that_runs_them(tmp_path: Path) -> None:
