@@ -2,7 +2,8 @@
 part of its GroupMetadataManager.
 
 The group epoch moves whenever membership, a subscription, or the metadata of subscribed topics
-changes; the server-side assignor then computes a new target assignment, stamped with that epoch;
+changes; the server-side assignor then computes a new target assignment, stamped with that epoch
+(target_assignment.py);
 each member reconciles towards its target on its own heartbeats (reconciliation.py), so that no
 partition is ever owned by two members at once. A member's epoch 0 joins, -1 leaves, -2 is a
 static member leaving for a while (it keeps its assignment for its next instance); a member whose
@@ -31,7 +32,7 @@ from enum import Enum
 
 import re2
 
-from kcoord.consumer.assignors import ASSIGNORS, GroupSpec, MemberSubscription, PartitionAssignorError
+from kcoord.consumer.assignors import PartitionAssignorError
 from kcoord.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -51,10 +52,9 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    TopicPartitions,
 )
 from kcoord.consumer.subscriptions import regex_error, subscription_hash
+from kcoord.consumer.target_assignment import build_target_assignment, subscribed_topics, topic_partitions
 from kcoord.groups.migration import MigrationPolicy
 from kcoord.groups.records import OffsetCommitValue, commit_time
 from kcoord.groups.topics import TopicsView
@@ -111,14 +111,6 @@ class HeartbeatError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def topic_partitions(assignment: Mapping[uuid.UUID, Collection[int]]) -> tuple[TopicPartitions, ...]:
-    return tuple(
-        TopicPartitions(t, tuple(sorted(ps)))
-        for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
-        if ps
-    )
 
 
 def _target_of(value: ConsumerGroupTargetAssignmentMemberValue) -> dict[uuid.UUID, frozenset[int]]:
@@ -541,9 +533,25 @@ class ConsumerGroup:
             )
         # The target assignment, computed again when the group epoch moved past it.
         if group_epoch > self.assignment_epoch:
-            target, target_records = self._new_target(
-                group_epoch, before, updated, replaced, regexes, config, topics, now
-            )
+            try:
+                target, target_records = build_target_assignment(
+                    self.group_id,
+                    self.members,
+                    self.target,
+                    self.server_assignors,
+                    group_epoch=group_epoch,
+                    member=before,
+                    updated=updated,
+                    replaced=replaced,
+                    regexes=regexes,
+                    assignor_names=config.assignors,
+                    topics=topics,
+                    now=now,
+                )
+            except PartitionAssignorError as e:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment: {e}"
+                ) from e
             records += target_records
             target_epoch = group_epoch
         else:
@@ -552,7 +560,7 @@ class ConsumerGroup:
             # ConsumerGroup.targetAssignment(memberId, instanceId)): its own is only being written.
             target = self.target.get(replaced if replaced is not None else updated.member_id, {})
         # Reconcile the member towards its target.
-        subscribed_ids = self._subscribed_topics(updated, regexes, topics).keys()
+        subscribed_ids = subscribed_topics(updated, regexes, topics).keys()
         owners = self.owners
         member_id = updated.member_id
 
@@ -685,87 +693,6 @@ class ConsumerGroup:
         if updated is not None:
             names.update(updated.subscribed_topic_names)
         return subscription_hash({n for n, c in names.items() if c > 0}, regexes, topics)
-
-    def _subscribed_topics(
-        self,
-        member: ConsumerGroupMember,
-        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
-        topics: TopicsView,
-    ) -> dict[uuid.UUID, int]:
-        """The topics ``member`` subscribes to (by name or by a resolved regex) that exist: id ->
-        partition count."""
-        names = list(member.subscribed_topic_names)
-        if member.subscribed_topic_regex is not None:
-            resolved = regexes.get(member.subscribed_topic_regex)
-            if resolved is not None:
-                names += resolved.topics
-        out = {}
-        for name in names:
-            found = topics.lookup(name)
-            if found is not None:
-                out[found[0]] = found[1]
-        return out
-
-    def _new_target(
-        self,
-        group_epoch: int,
-        member: ConsumerGroupMember,
-        updated: ConsumerGroupMember,
-        replaced: str | None,
-        regexes: Mapping[str, ConsumerGroupRegularExpressionValue],
-        config: ConsumerGroupConfig,
-        topics: TopicsView,
-        now: int,
-    ) -> tuple[TargetAssignment, list[Record]]:
-        """Kafka's TargetAssignmentBuilder: the assignor's answer for every member, with a record
-        for each member whose target changed, then the target assignment epoch."""
-        members = dict(self.members)
-        if replaced is not None:
-            members.pop(replaced, None)
-        members[updated.member_id] = updated
-        assignors = dict(self.server_assignors)
-        if member.member_id in self.members and member.server_assignor is not None:
-            assignors[member.server_assignor] -= 1
-        if updated.server_assignor is not None:
-            assignors[updated.server_assignor] = assignors.get(updated.server_assignor, 0) + 1
-        live = {n: c for n, c in assignors.items() if c > 0}
-        name = max(sorted(live), key=lambda n: live[n]) if live else config.assignors[0]
-        assignor = ASSIGNORS[name]
-        subscriptions: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
-        counts: dict[uuid.UUID, int] = {}
-        specs = {}
-        for mid, m in members.items():
-            key = (m.subscribed_topic_names, m.subscribed_topic_regex)
-            ids = subscriptions.get(key)
-            if ids is None:
-                found = self._subscribed_topics(m, regexes, topics)
-                counts.update(found)
-                ids = subscriptions[key] = frozenset(found)
-            current = self.target.get(replaced if mid == updated.member_id and replaced else mid, {})
-            specs[mid] = MemberSubscription(ids, current, m.rack_id, m.instance_id)
-        try:
-            new = assignor.assign(GroupSpec(specs), counts)
-        except PartitionAssignorError as e:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment: {e}"
-            ) from e
-        records: list[Record] = []
-        for mid in members:
-            assignment = new.get(mid, {})
-            if (mid == updated.member_id and replaced is not None) or assignment != self.target.get(mid, {}):
-                records.append(
-                    (
-                        ConsumerGroupTargetAssignmentMemberKey(self.group_id, mid),
-                        ConsumerGroupTargetAssignmentMemberValue(topic_partitions(assignment)),
-                    )
-                )
-        records.append(
-            (
-                ConsumerGroupTargetAssignmentMetadataKey(self.group_id),
-                ConsumerGroupTargetAssignmentMetadataValue(group_epoch, now),
-            )
-        )
-        return new.get(updated.member_id, {}), records
 
     # --- leaving and fencing -------------------------------------------------------------------
     def _leave(self, req: HeartbeatRequest) -> tuple[HeartbeatResult, list[Record], str | None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from kcoord.consumer.group import ConsumerGroup, topic_partitions
+from kcoord.consumer.group import ConsumerGroup
 from kcoord.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.consumer.records import (
     ClassicMemberMetadata,
@@ -22,6 +22,7 @@ from kcoord.consumer.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 from kcoord.consumer.subscriptions import subscription_hash
+from kcoord.consumer.target_assignment import topic_partitions
 from kcoord.groups.consumer_protocol import decode_subscription
 from kcoord.groups.migration import MigratingGroup, MigratingMember
 from kcoord.groups.topics import TopicsView
