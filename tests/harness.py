@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class BrokerProcess:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # Run in the broker's process before it starts (a resource limit a test imposes on it).
+        self.preexec: Callable[[], None] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -110,7 +112,12 @@ class BrokerProcess:
             logf.write(f"===== start #{self.starts}: {' '.join(self.command())}\n".encode())
             logf.flush()
             self.proc = subprocess.Popen(
-                self.command(), stdout=logf, stderr=subprocess.STDOUT, cwd=REPO, env=env
+                self.command(),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=env,
+                preexec_fn=self.preexec,
             )
         self.wait_ready()
         return self

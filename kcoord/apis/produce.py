@@ -33,12 +33,21 @@ Behaviour / version notes:
   so is more than one batch for a partition, and a zstd batch before v7 is
   UNSUPPORTED_COMPRESSION_TYPE (Kafka's ProduceRequest.validateRecords);
 - a request with acks=0 that cannot be answered normally closes the connection, as Kafka does,
-  since the client reads no response to it.
+  since the client reads no response to it;
+- a write to the partition's files that fails (a full disk, a file-size limit, an I/O error) is
+  KAFKA_STORAGE_ERROR for that partition, which clients retry, as Kafka answers an append to a
+  failed log directory. Nothing of the batch counts: the log's end and the producer's sequence
+  stay where they were, and the next append writes over any part that reached the file. Kafka
+  then takes the directory offline; kcoord keeps serving its other partitions, and this one
+  once its writes succeed again (a failed *sync* halts the broker instead:
+  storage/log_dir_failure.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
+
+import structlog
 
 from kcoord.apis.authorization import TRANSACTIONAL_ID, Op, authorized, topic_authorized
 from kcoord.apis.context import RequestContext
@@ -54,6 +63,8 @@ from kcoord.protocol.produce_codec import PartitionAnswer, ProduceAnswer, Produc
 from kcoord.protocol.records import InvalidBatch
 from kcoord.storage import record_filter
 from kcoord.transaction.coordinator import verification_error
+
+log = structlog.get_logger(__name__)
 
 NO_TIMESTAMP: Final = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 
@@ -129,6 +140,16 @@ def handle(services: Services, ctx: RequestContext, req: ProduceRequest) -> Prod
                 parts_out.append(
                     PartitionAnswer(pd.index, e.code, record_errors=errors, error_message=e.message)
                 )
+                continue
+            except OSError as e:
+                log.warning(
+                    "append failed: the partition's files could not be written",
+                    topic=topic.name,
+                    partition=pd.index,
+                    error=str(e),
+                )
+                message = f"the log could not be written: {e}"
+                parts_out.append(_partition_error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, message))
                 continue
             if appended:
                 touched.append(part)

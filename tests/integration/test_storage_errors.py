@@ -1,0 +1,142 @@
+"""A partition whose files cannot be written (a full disk; here the broker process's file-size
+limit, RLIMIT_FSIZE, which fails a write past it with EFBIG as a full disk fails it with ENOSPC)
+answers Produce with KAFKA_STORAGE_ERROR, loses nothing it acknowledged, and takes records again
+once its writes succeed; the broker's other partitions are served meanwhile.
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaStorageError
+
+from tests.harness import BrokerProcess
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+# Bytes any one file of the broker may hold: the coordinators' logs stay far below it, a
+# partition taking 64 KiB records reaches it after ~30 of them.
+FILE_LIMIT = 2 << 20
+RECORD = 64 << 10
+
+
+def _limit_file_size() -> None:
+    # CPython ignores SIGXFSZ, so a write past the limit fails with EFBIG instead of killing it.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, resource.RLIM_INFINITY))
+
+
+def _value(i: int, size: int = RECORD) -> bytes:
+    return i.to_bytes(4, "big") * (size // 4)
+
+
+def _read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    tp = TopicPartition(topic, partition)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=3000, fetch_max_bytes=8 << 20)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        return [(m.offset, m.value) for m in consumer]
+    finally:
+        consumer.close()
+
+
+def test_a_partition_that_cannot_be_written_answers_kafka_storage_error_and_loses_nothing(
+    broker_factory,
+) -> None:
+    broker: BrokerProcess = broker_factory(start=False)
+    broker.preexec = _limit_file_size
+    broker.start()
+    broker.create_topic("full", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0, linger_ms=0)
+    acked: list[tuple[int, bytes]] = []
+    failure: KafkaStorageError | None = None
+    for i in range(2 * FILE_LIMIT // RECORD):
+        value = _value(i)
+        try:
+            metadata = producer.send("full", value, partition=0).get(timeout=30)
+        except KafkaStorageError as e:
+            failure = e
+            break
+        acked.append((metadata.offset, value))
+    assert failure is not None, "the partition's file grew past the limit"
+    assert len(acked) >= 16
+    assert [offset for offset, _ in acked] == list(range(len(acked)))
+    # The failure stays with the partition's own file: the broker's other partitions take records.
+    assert producer.send("full", b"beside", partition=1).get(timeout=30).offset == 0
+    # A refused batch counts for nothing: a record small enough for the space left gets the next
+    # offset, written over whatever part of the refused one reached the file.
+    small = b"small"
+    assert producer.send("full", small, partition=0).get(timeout=30).offset == len(acked)
+    acked.append((len(acked), small))
+    with pytest.raises(KafkaStorageError):
+        producer.send("full", _value(999), partition=0).get(timeout=30)
+    producer.close()
+    assert "append failed: the partition's files could not be written" in broker.log_text()
+    assert _read_partition(broker.bootstrap, "full", 0) == acked
+    assert broker.running
+
+    # Once its files can grow again, the partition goes on from where it stood.
+    broker.stop()
+    broker.preexec = None
+    broker.start()
+    assert _read_partition(broker.bootstrap, "full", 0) == acked
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0, linger_ms=0)
+    later = _value(1000)
+    assert producer.send("full", later, partition=0).get(timeout=30).offset == len(acked)
+    producer.close()
+    assert _read_partition(broker.bootstrap, "full", 0) == [*acked, (len(acked), later)]
+
+
+def test_librdkafka_retries_kafka_storage_error_until_the_partition_takes_its_records(
+    broker_factory,
+) -> None:
+    """librdkafka takes KAFKA_STORAGE_ERROR as retriable, as the Java producer does: an idempotent
+    producer keeps its records through the failures and delivers each once, in order, when the
+    broker can write them (here: restarted without the limit, on the same port)."""
+    broker: BrokerProcess = broker_factory(start=False)
+    broker.preexec = _limit_file_size
+    broker.start()
+    broker.create_topic("retried", partitions=1)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": 60_000,
+            "retry.backoff.ms": 100,
+        }
+    )
+    reports: list[tuple[int, int, bytes]] = []  # (error code or 0, offset, value)
+    delivered = threading.Event()
+    count = FILE_LIMIT // RECORD + 8  # more than the file can hold
+
+    def report(err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
+        reports.append((err.code() if err else 0, msg.offset(), msg.value()))
+        if len(reports) == count:
+            delivered.set()
+
+    for i in range(count):
+        producer.produce("retried", _value(i), partition=0, on_delivery=report)
+        producer.poll(0)
+    # Until the records past the limit have been refused a few times.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and broker.log_text().count("append failed") < 3:
+        producer.poll(0.1)
+    assert broker.log_text().count("append failed") >= 3, "no append was refused"
+    assert len(reports) < count, "every record delivered although the file could not hold them"
+
+    broker.stop()
+    broker.preexec = None
+    broker.start()
+    while not delivered.is_set() and time.monotonic() < deadline + 60:
+        producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert all(code == 0 for code, _, _ in reports), reports[:3]
+    assert sorted(offset for _, offset, _ in reports) == list(range(count))
+    by_offset = {offset: value for _, offset, value in reports}
+    assert _read_partition(broker.bootstrap, "retried", 0) == [(i, _value(i)) for i in range(count)]
+    assert [by_offset[i] for i in range(count)] == [_value(i) for i in range(count)]
