@@ -6,13 +6,20 @@ partitions through the data plane, ``__consumer_offsets`` partitions through the
 coordinator's runtime (where the marker makes the transaction's offsets committed, or drops them,
 through the same replay as at start-up). Once every marker is durable, the transaction coordinator
 writes CompleteCommit or CompleteAbort. A partition deleted meanwhile needs no marker (Kafka
-drops such markers too). If a marker cannot be written the broker stops (the logs' fail-stop),
-and the restart writes every marker of the transaction again.
+drops such markers too).
+
+A marker whose partition cannot be written (a full disk: the append fails and counts for nothing)
+is written again after a backoff, as Kafka's channel retries a partition whose log directory
+failed: ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``, Kafka's client defaults. The
+transaction stays prepared, and the last stable offset of its partitions with it, until every
+marker is written. A marker that was written but whose sync failed halts the broker instead
+(storage/log_dir_failure.py), and the restart writes every marker of the transaction again.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Final
 
 import structlog
 
@@ -29,6 +36,8 @@ from kcoord.transaction.coordinator import MarkerJob, TransactionStore
 log = structlog.get_logger(__name__)
 
 COORDINATOR_EPOCH = 0  # one node leads __transaction_state forever: its epoch never moves
+RETRY_BACKOFF_MS: Final = 100  # Kafka's retry.backoff.ms
+RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms
 
 
 class TransactionMarkers:
@@ -65,34 +74,60 @@ class TransactionMarkers:
                 self._complete(job)
 
         marker = TransactionMarker(job.producer_id, job.producer_epoch, job.commit, COORDINATOR_EPOCH)
-        now = self.clock.now_ms()
         for topic, index in job.partitions:
             if topic == OFFSETS_TOPIC:
                 self.groups.tell_partition(index, _marker_op(marker, done))
                 continue
-            part = self.partitions.partition(topic, index)
-            if part is None:
-                done()
-                continue
-            try:
-                part.write_txn_marker(job.producer_id, job.producer_epoch, COORDINATOR_EPOCH, job.commit, now)
-            except KafkaError as e:
-                # The partition knows a newer epoch of this producer (Kafka's marker handler drops
-                # such a marker too): nothing of this transaction is pending there.
+            self._write_marker(job, topic, index, done, 0)
+        done()
+
+    def _write_marker(self, job: MarkerJob, topic: str, index: int, done: Any, failures: int) -> None:
+        """Write the job's marker into one data partition; ``done`` once it is durable (or needs
+        none), or again after a backoff when the partition's files cannot be written."""
+        part = self.partitions.partition(topic, index)
+        if part is None:
+            done()
+            return
+        try:
+            part.write_txn_marker(
+                job.producer_id, job.producer_epoch, COORDINATOR_EPOCH, job.commit, self.clock.now_ms()
+            )
+        except KafkaError as e:
+            # The partition knows a newer epoch of this producer (Kafka's marker handler drops
+            # such a marker too): nothing of this transaction is pending there.
+            log.warning(
+                "transaction marker refused by the partition",
+                transactional_id=job.transactional_id,
+                partition=f"{topic}-{index}",
+                error=ErrorCode(e.code).name,
+            )
+            done()
+            return
+        except OSError as e:
+            if failures == 0:
                 log.warning(
-                    "transaction marker refused by the partition",
+                    "writing a transaction marker failed: retrying until the partition takes it",
                     transactional_id=job.transactional_id,
                     partition=f"{topic}-{index}",
-                    error=ErrorCode(e.code).name,
+                    error=str(e),
                 )
-                done()
-                continue
-            if self.flusher.waits_for_disk:
-                self.flusher.when_durable(part.log, done)
-            else:
-                self.flusher.mark_dirty(part.log)
-                done()
-        done()
+            delay_ms = min(RETRY_BACKOFF_MS << min(failures, 16), RETRY_BACKOFF_MAX_MS)
+            asyncio.get_running_loop().call_later(
+                delay_ms / 1000, self._write_marker, job, topic, index, done, failures + 1
+            )
+            return
+        if failures:
+            log.info(
+                "transaction marker written after failed writes",
+                transactional_id=job.transactional_id,
+                partition=f"{topic}-{index}",
+                failed_writes=failures,
+            )
+        if self.flusher.waits_for_disk:
+            self.flusher.when_durable(part.log, done)
+        else:
+            self.flusher.mark_dirty(part.log)
+            done()
 
     def _complete(self, job: MarkerJob) -> None:
         transactions = self.transactions

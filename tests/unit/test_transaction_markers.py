@@ -1,0 +1,101 @@
+"""Writing an ending transaction's markers (server/transaction_markers.py) into a data partition
+whose files cannot be written for a while: the append fails and counts for nothing, the marker is
+written again after a backoff, and the transaction completes, and the partition's last stable
+offset passes it, only once the marker is in the log, once."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from pathlib import Path
+from typing import Any
+
+from kcoord.clock import ManualClock
+from kcoord.config import BrokerConfig
+from kcoord.dataplane.partitions import Partition, PartitionManager
+from kcoord.protocol import records
+from kcoord.server import transaction_markers
+from kcoord.server.transaction_markers import TransactionMarkers
+from kcoord.storage.flush import Flusher
+from kcoord.transaction.coordinator import MarkerJob
+from tests.wire import build_batch
+
+T0 = 1_700_000_000_000
+PRODUCER_ID = 7
+
+
+class _FullDisk:
+    """The partition manager, whose partitions' marker writes fail with ENOSPC ``failures`` times."""
+
+    def __init__(self, pm: PartitionManager, failures: int) -> None:
+        self.pm = pm
+        self.failures = failures
+        self.attempts = 0
+
+    def partition(self, topic: str, index: int) -> Any:
+        part = self.pm.partition(topic, index)
+        return None if part is None else _FailingMarkers(part, self)
+
+
+class _FailingMarkers:
+    def __init__(self, part: Partition, disk: _FullDisk) -> None:
+        self.part = part
+        self.log = part.log
+        self.disk = disk
+
+    def write_txn_marker(self, *args: Any) -> int:
+        self.disk.attempts += 1
+        if self.disk.failures > 0:
+            self.disk.failures -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.part.write_txn_marker(*args)
+
+
+class _Completions:
+    """The transaction coordinator's runtime, as far as the marker writer tells it."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def tell(self, key: str, _op: Any) -> None:
+        self.told.append(key)
+
+
+async def test_a_marker_the_partition_cannot_write_is_written_again_until_it_is(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MS", 5)
+    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MAX_MS", 10)
+    flusher = Flusher("os")
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock(T0))
+    pm.open()
+    pm.create_topic("t", 1, {})
+    part = pm.partition("t", 0)
+    assert part is not None
+    data = bytearray(
+        build_batch(count=2, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
+    )
+    part.append_from_client(data, list(records.iter_headers(data)), T0, False)
+    assert part.last_stable_offset == 0  # the transaction is open
+
+    disk = _FullDisk(pm, failures=3)
+    completions = _Completions()
+    markers = TransactionMarkers(disk, groups=None, flusher=flusher, clock=ManualClock(T0))  # type: ignore[arg-type]
+    markers.transactions = completions  # type: ignore[assignment]
+    markers.send(MarkerJob("tx", PRODUCER_ID, 0, True, (("t", 0),)))
+    assert disk.attempts == 1
+    assert completions.told == []
+    assert part.log.log_end_offset == 2  # the failed append counted for nothing
+    assert part.last_stable_offset == 0
+
+    for _ in range(200):
+        if completions.told:
+            break
+        await asyncio.sleep(0.005)
+    assert completions.told == ["tx"]
+    assert disk.attempts == 4
+    assert part.log.log_end_offset == 3  # the records and one marker
+    assert part.last_stable_offset == 3
+    control = [h for h, _ in part.log.batches(0) if h.is_control]
+    assert [(h.base_offset, h.producer_id) for h in control] == [(2, PRODUCER_ID)]
+    pm.close()
