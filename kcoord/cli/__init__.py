@@ -152,13 +152,15 @@ def serve(config_file: Path | None, log_format: str, log_level: str, **settings:
 
     configure_logging(log_format, log_level)
     try:
-        run_broker(config)
+        status = run_broker(config)
     except RecordFormatError as e:
         # A coordinator log that does not decode: serving would answer from a state that lacks
         # what the log holds (committed offsets among it), so the broker stops and says where.
         raise click.ClickException(
             f"{e}. The log is left as it is: `kcoord log-dump --records <its directory>` shows it."
         ) from e
+    if status:  # a coordinator write failed: the broker stopped (its log says why)
+        raise SystemExit(status)
 
 
 @main.command("log-dump")

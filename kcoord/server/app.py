@@ -39,6 +39,7 @@ from kcoord.server.server import KafkaServer
 from kcoord.server.socket_metrics import register_socket_server_metrics
 from kcoord.server.transaction_markers import TransactionMarkers
 from kcoord.share.coordinator import ShareCoordinator
+from kcoord.storage import log_dir_failure
 from kcoord.storage.flush import Flusher
 from kcoord.storage.meta import load_or_create_meta
 
@@ -72,15 +73,15 @@ class Broker:
             self.metrics,
         )
         register_group_coordinator_metrics(self.metrics, self.groups)
-        self.groups.on_failure = lambda _exc: self.fatal.set()
+        self.groups.on_failure = self._coordinator_failed
         self.markers = TransactionMarkers(self.partitions, self.groups, self.flusher, self.clock)
         self.transactions = transaction_runtime(
             config, self.flusher, self.clock, self.producer_ids.next_id, self.markers.send
         )
         self.markers.transactions = self.transactions
-        self.transactions.on_failure = lambda _exc: self.fatal.set()
+        self.transactions.on_failure = self._coordinator_failed
         self.metadata = metadata_runtime(config, self.flusher, self.clock)
-        self.metadata.on_failure = lambda _exc: self.fatal.set()
+        self.metadata.on_failure = self._coordinator_failed
         self.authorizer = authorizer(config)
         # Where SASL/SCRAM finds users' credentials (the ScramCredentialSource).
         self.scram_credentials = MetadataCredentials(self.metadata)
@@ -137,6 +138,15 @@ class Broker:
         self._stopping = False
         self.started = asyncio.Event()
         self.fatal = asyncio.Event()  # set when the broker must stop (a coordinator write failed)
+        self.failure: BaseException | None = None  # that write's error
+
+    def _coordinator_failed(self, error: BaseException) -> None:
+        """A coordinator's write failed, so its memory is ahead of its log: the broker stops, and
+        exits with the status Kafka halts with when its log directory fails, so that a supervisor
+        restarts it (the restart replays the log) and an operator sees it as a failure."""
+        if self.failure is None:
+            self.failure = error
+        self.fatal.set()
 
     # --- addresses -------------------------------------------------------------------------
     def advertised(self, listener: str) -> Endpoint:
@@ -262,7 +272,8 @@ def tune_gc() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
-async def serve_until_signalled(config: BrokerConfig) -> None:
+async def serve_until_signalled(config: BrokerConfig) -> int:
+    """Serve until SIGTERM or SIGINT (exit status 0) or a failed coordinator write (status 1)."""
     broker = Broker(config)
     await broker.start()
     tune_gc()
@@ -272,9 +283,11 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await broker.stop()
+    return 0 if broker.failure is None else log_dir_failure.EXIT_CODE
 
 
-def run_broker(config: BrokerConfig) -> None:
+def run_broker(config: BrokerConfig) -> int:
+    """Run the broker on uvloop; returns the process's exit status."""
     import uvloop
 
-    uvloop.run(serve_until_signalled(config))
+    return uvloop.run(serve_until_signalled(config))

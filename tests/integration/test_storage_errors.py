@@ -1,7 +1,9 @@
-"""A partition whose files cannot be written (a full disk; here the broker process's file-size
-limit, RLIMIT_FSIZE, which fails a write past it with EFBIG as a full disk fails it with ENOSPC)
-answers Produce with KAFKA_STORAGE_ERROR, loses nothing it acknowledged, and takes records again
-once its writes succeed; the broker's other partitions are served meanwhile.
+"""Logs that cannot be written (a full disk; here the broker process's file-size limit,
+RLIMIT_FSIZE, which fails a write past it with EFBIG as a full disk fails it with ENOSPC). A topic
+partition answers Produce with KAFKA_STORAGE_ERROR, loses nothing it acknowledged, and takes
+records again once its writes succeed; the broker's other partitions are served meanwhile. A
+coordinator's log stops the broker with a failure status, and its restart has every offset commit
+acknowledged.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
+from kafka.structs import OffsetAndMetadata
 
 from tests.harness import BrokerProcess
 
@@ -140,3 +143,33 @@ def test_librdkafka_retries_kafka_storage_error_until_the_partition_takes_its_re
     by_offset = {offset: value for _, offset, value in reports}
     assert _read_partition(broker.bootstrap, "retried", 0) == [(i, _value(i)) for i in range(count)]
     assert [by_offset[i] for i in range(count)] == [_value(i) for i in range(count)]
+
+
+def test_a_coordinator_log_that_cannot_be_written_stops_the_broker_with_status_1_and_loses_no_offset(
+    broker_factory,
+) -> None:
+    """A failed write to ``__consumer_offsets`` leaves the group coordinator's memory ahead of its
+    log: the broker stops (Kafka halts when its log directory fails) with a failure status, so that
+    a supervisor restarts it, and the restart has every offset commit it acknowledged."""
+    broker: BrokerProcess = broker_factory(start=False)
+    broker.preexec = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, resource.RLIM_INFINITY))
+    broker.start()
+    broker.create_topic("t", partitions=1)
+    tp = TopicPartition("t", 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+    acknowledged = None
+    with pytest.raises(Exception):  # noqa: B017 - whatever the client makes of a broker that stopped
+        for offset in range(100_000):  # ~300 bytes a record: the log is full after ~900 commits
+            consumer.commit({tp: OffsetAndMetadata(offset, "m" * 200, -1)})
+            acknowledged = offset
+    consumer.close()
+    assert acknowledged is not None and acknowledged > 100
+    assert broker.proc is not None
+    assert broker.proc.wait(timeout=30) == 1
+    assert "coordinator write failed; shutting down" in broker.log_text()
+
+    broker.preexec = None
+    broker.start()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+    assert consumer.committed(tp) == acknowledged
+    consumer.close()
