@@ -26,6 +26,8 @@ from pathlib import Path
 import crc32c
 import structlog
 
+from kcoord.storage.atomic import atomic_write
+
 log = structlog.get_logger(__name__)
 
 SUFFIX = ".coordinator-snapshot"
@@ -254,17 +256,7 @@ def store_snapshot(directory: Path, end_offset: int, data: bytes | bytearray) ->
     """Write an encoded snapshot atomically (temp file, fsync, rename, directory fsync), then
     remove the older ones. Safe off the event loop: it touches only its arguments and the files."""
     path = snapshot_path(directory, end_offset)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(directory)
+    atomic_write(path, data)
     for old in snapshot_files(directory):
         if old != path:
             old.unlink(missing_ok=True)

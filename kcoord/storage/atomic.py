@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kcoord.storage.write_fully import write_fully
 
-def atomic_write(path: Path, data: bytes) -> None:
+
+def atomic_write(path: Path, data: bytes | bytearray | memoryview) -> None:
     """Replace ``path`` so that a crash leaves either the old or the new content."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        write_fully(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

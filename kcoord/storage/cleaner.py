@@ -40,6 +40,7 @@ from kcoord.storage.compaction_rules import CoordinatorRules, HistoryRetention
 from kcoord.storage.log import Log
 from kcoord.storage.segment import Segment, segment_name
 from kcoord.storage.switch_interval import handing_back_the_gil_often
+from kcoord.storage.write_fully import write_fully
 
 log = structlog.get_logger(__name__)
 
@@ -222,7 +223,7 @@ class _Output:
             # The first output keeps the first cleaned segment's name (as Kafka's cleaner does),
             # so the log's offset range does not change.
             self._open(self.first_base if not self.paths else base_offset)
-        os.write(self.fd, batch)
+        write_fully(self.fd, batch)
         self.size += len(batch)
 
     def _open(self, base: int) -> None:

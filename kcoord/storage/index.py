@@ -19,6 +19,8 @@ import os
 import struct
 from pathlib import Path
 
+from kcoord.storage.write_fully import write_fully
+
 
 class _IndexFile:
     """The file side of an index: fixed-size entries, written out when the file is closed."""
@@ -53,10 +55,7 @@ class _IndexFile:
     def _write_out(self) -> None:
         entries = self._entries()[self._on_disk :]
         if entries and self._fd is not None:
-            data = b"".join(self.ENTRY.pack(*e) for e in entries)
-            written = 0
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
+            write_fully(self._fd, b"".join(self.ENTRY.pack(*e) for e in entries))
             self._on_disk += len(entries)
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import structlog
 
 from kcoord.storage.sync_thread import FSYNC, SyncOp
+from kcoord.storage.write_fully import write_fully
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +77,7 @@ class TransactionIndex:
             )
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, txn.encode())
+        write_fully(self._fd, txn.encode())
         self.entries.append(txn)
 
     def truncate_to(self, offset: int) -> None:
