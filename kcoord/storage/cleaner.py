@@ -24,6 +24,7 @@ runs on the event loop, so writers never wait for the cleaner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -235,9 +236,11 @@ class _Output:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.fsync(self.fd)
-            os.close(self.fd)
-            self.fd = -1
+            fd, self.fd = self.fd, -1
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def finish(self) -> list[Path]:
         if not self.paths:
@@ -275,6 +278,14 @@ def write_cleaned(
                     out.write(kept_batch, h.base_offset)
                     stats.bytes_out += len(kept_batch)
         paths = out.finish()
+    except BaseException:
+        # A pass that failed (a full disk) gives back the space it took at once: its files are
+        # never installed, and the disk that refused it is the one it would keep filling.
+        with contextlib.suppress(OSError):
+            out.close()
+        for path in out.paths:
+            path.unlink(missing_ok=True)
+        raise
     finally:
         out.close()
     stats.segments_out = len(paths)

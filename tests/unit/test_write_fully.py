@@ -123,6 +123,7 @@ def test_a_cleaning_pass_the_disk_cannot_hold_leaves_the_log_as_it_was(
     with pytest.raises(OSError):
         asyncio.run(clean(lg, now, DAY))
     monkeypatch.undo()
+    assert not list((tmp_path / "p").glob("*.cleaned"))  # the space it took is given back
     assert contents(lg) == before
     lg.close()
     reopened = open_log(tmp_path / "p")
