@@ -15,8 +15,12 @@ def atomic_write(path: Path, data: bytes | bytearray | memoryview) -> None:
     try:
         write_fully(fd, data)
         os.fsync(fd)
-    finally:
+    except BaseException:
+        # A full disk: the part written is of no use, and holds space the disk lacks.
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     dfd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -58,6 +58,18 @@ def test_a_file_replaced_atomically_gets_every_byte(tmp_path: Path, short_writes
     assert short_writes.calls > 100
 
 
+def test_a_file_the_disk_cannot_hold_is_not_replaced_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "topics.json").write_bytes(b"old")
+    monkeypatch.setattr(os, "write", _FillingDisk(room=10))
+    with pytest.raises(OSError):
+        atomic_write(tmp_path / "topics.json", b"new" * 100)
+    monkeypatch.undo()
+    assert (tmp_path / "topics.json").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topics.json"]
+
+
 def test_an_offset_index_gets_every_entry(tmp_path: Path, short_writes: _FillingDisk) -> None:
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0)
     index.open_for_append()
