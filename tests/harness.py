@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_LIMIT_FILE_SIZE = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY)); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
 class BrokerProcess:
     """A kcoord broker subprocess bound to 127.0.0.1:<port>, data in ``data_dir``."""
 
@@ -83,14 +90,23 @@ class BrokerProcess:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
-        # Run in the broker's process before it starts (a resource limit a test imposes on it).
-        self.preexec: Callable[[], None] | None = None
+        # The most bytes any file of the broker may hold (RLIMIT_FSIZE; None: no limit): a write
+        # past it fails with EFBIG, as a full disk's fails with ENOSPC.
+        self.file_size_limit: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
+        serve = self._serve_command()
+        if self.file_size_limit is None:
+            return serve
+        # Set in a process of its own that then becomes the broker (exec keeps the limit):
+        # preexec_fn is not safe in a test process that has threads.
+        return [sys.executable, "-c", _LIMIT_FILE_SIZE, str(self.file_size_limit), *serve]
+
+    def _serve_command(self) -> list[str]:
         return [
             sys.executable,
             "-m",
@@ -117,7 +133,6 @@ class BrokerProcess:
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
                 env=env,
-                preexec_fn=self.preexec,
             )
         self.wait_ready()
         return self

@@ -237,7 +237,20 @@ class Partition:
             return
         offset = self.log.log_end_offset
         data = {"version": SNAPSHOT_VERSION, "offset": offset, **self.producers.snapshot()}
-        atomic_write(self.log.directory / _snapshot_name(offset), json.dumps(data).encode())
+        try:
+            atomic_write(self.log.directory / _snapshot_name(offset), json.dumps(data).encode())
+        except OSError as e:  # a full disk: an older snapshot, or none, means a longer replay
+            log.warning(
+                "could not write a producer snapshot: the next start replays more of the log",
+                partition=self.log.directory.name,
+                error=str(e),
+            )
+
+    def drop_producer_snapshots(self) -> None:
+        """Remove every producer snapshot, so that the next start replays the whole log and
+        rebuilds producer state and every transaction index from it."""
+        for offset in self._snapshot_offsets():
+            (self.log.directory / _snapshot_name(offset)).unlink(missing_ok=True)
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Snapshots of deleted segments (retention, DeleteRecords) are of no more use."""
@@ -340,8 +353,22 @@ class PartitionManager:
                 continue  # their owners close them
             for p in topic.partitions:
                 p.take_snapshot()
-                p.log.close()
-        (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                try:
+                    p.log.close()
+                except OSError as e:
+                    # A transaction index the disk could not take whole: without a snapshot to
+                    # start from, the next start rebuilds every one of them from the log.
+                    p.drop_producer_snapshots()
+                    log.warning(
+                        "could not write a transaction index: the next start rebuilds the "
+                        "partition's producer state from its whole log",
+                        partition=p.log.directory.name,
+                        error=str(e),
+                    )
+        try:
+            (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+        except OSError as e:  # a full disk: the next start checks the logs' tails, nothing more
+            log.warning("could not mark the shutdown clean", error=str(e))
 
     def _remove_orphans(self) -> None:
         """Partition directories not in topics.json: a crash in the middle of a delete."""

@@ -233,6 +233,7 @@ class Broker:
         await self.metadata.stop()
         await self.transactions.stop()
         await self.groups.stop()
+        self.markers.stop()  # before the flusher's last round: no marker is written after it
         await self.flusher.stop()
         self.metadata.close()
         self.transactions.close()

@@ -24,7 +24,7 @@ from typing import Any, Final
 import structlog
 
 from kcoord.clock import Clock
-from kcoord.dataplane.partitions import PartitionManager
+from kcoord.dataplane.partitions import Partition, PartitionManager
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode, KafkaError
@@ -53,6 +53,7 @@ class TransactionMarkers:
         self.flusher = flusher
         self.clock = clock
         self.transactions: CoordinatorRuntime[TransactionStore] | None = None  # set once both exist
+        self._retries: set[asyncio.TimerHandle] = set()  # markers waiting to be written again
 
     def send(self, job: MarkerJob) -> None:
         remaining = len(job.partitions) + 1  # one more for the loop below, so that none completes early
@@ -78,14 +79,25 @@ class TransactionMarkers:
             if topic == OFFSETS_TOPIC:
                 self.groups.tell_partition(index, _marker_op(marker, done))
                 continue
-            self._write_marker(job, topic, index, done, 0)
+            part = self.partitions.partition(topic, index)
+            if part is None:
+                done()
+                continue
+            self._write_marker(job, part, done, 0)
         done()
 
-    def _write_marker(self, job: MarkerJob, topic: str, index: int, done: Any, failures: int) -> None:
+    def stop(self) -> None:
+        """Cancel the retries waiting: their transactions stay prepared, and the next start
+        writes their markers again."""
+        for handle in self._retries:
+            handle.cancel()
+        self._retries.clear()
+
+    def _write_marker(self, job: MarkerJob, part: Partition, done: Any, failures: int) -> None:
         """Write the job's marker into one data partition; ``done`` once it is durable (or needs
         none), or again after a backoff when the partition's files cannot be written."""
-        part = self.partitions.partition(topic, index)
-        if part is None:
+        topic, index = part.topic.name, part.index
+        if part.log.closed:  # the topic was deleted while the marker waited: it needs none now
             done()
             return
         try:
@@ -112,9 +124,15 @@ class TransactionMarkers:
                     error=str(e),
                 )
             delay_ms = min(RETRY_BACKOFF_MS << min(failures, 16), RETRY_BACKOFF_MAX_MS)
-            asyncio.get_running_loop().call_later(
-                delay_ms / 1000, self._write_marker, job, topic, index, done, failures + 1
-            )
+            handle: asyncio.TimerHandle | None = None
+
+            def retry() -> None:
+                if handle is not None:
+                    self._retries.discard(handle)
+                self._write_marker(job, part, done, failures + 1)
+
+            handle = asyncio.get_running_loop().call_later(delay_ms / 1000, retry)
+            self._retries.add(handle)
             return
         if failures:
             log.info(

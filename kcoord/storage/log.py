@@ -634,11 +634,19 @@ class Log:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
+        """Close every segment; raises the first segment's OSError (a transaction index the disk
+        could not take whole) once all are closed."""
         if self.closed:
             return
         self.closed = True
+        failure: OSError | None = None
         for seg in self.segments:
-            seg.close()
+            try:
+                seg.close()
+            except OSError as e:
+                failure = failure or e
+        if failure is not None:
+            raise failure
 
     def delete(self) -> None:
         """Remove the log from disk (DeleteTopics): rename first so a crash leaves no half-log."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Final
@@ -323,16 +324,37 @@ class Segment:
             self.close()
 
     def close(self) -> None:
-        self.index.close()
-        self.time_index.close()
+        """Write out and close the segment's files. Raises OSError when its transaction index
+        could not be written whole (a full disk; every file is closed all the same): the
+        partition then has its transaction indexes rebuilt from the log at the next start."""
+        self._close_offset_indexes()
         if self._pins:
             self._close_pending = True
             return
-        self.txn_index.close()
-        if self.fd >= 0:
-            self._release()
-            os.close(self.fd)
-            self.fd = -1
+        try:
+            self.txn_index.close()
+        finally:
+            if self.fd >= 0:
+                try:
+                    self._release()
+                finally:
+                    os.close(self.fd)
+                    self.fd = -1
+
+    def _close_offset_indexes(self) -> None:
+        for index in (self.index, self.time_index):
+            try:
+                index.close()
+            except OSError as e:
+                # A full disk. A short index would be trusted at the next start (the time index
+                # names the segment's newest timestamp, which retention goes by): without a file,
+                # the start rebuilds it from the segment's batches.
+                index.path.unlink(missing_ok=True)
+                log.warning(
+                    "could not write a segment index: removed, the next start rebuilds it",
+                    index=str(index.path),
+                    error=str(e),
+                )
 
     def delete(self) -> None:
         self.close()
@@ -342,7 +364,9 @@ class Segment:
     def close_indexes(self) -> None:
         """The segment stops being active: no more appends to its indexes or to the file."""
         self._release()
-        self.index.close()
-        self.time_index.close()
+        self._close_offset_indexes()
         if not self._pins:  # else the flusher's thread may be syncing it: Segment.close closes it
-            self.txn_index.close()
+            # An entry the file cannot take yet stays in memory (its warning is logged): the
+            # roll goes on, and Segment.close tries again.
+            with contextlib.suppress(OSError):
+                self.txn_index.close()

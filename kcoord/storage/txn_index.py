@@ -10,10 +10,18 @@ entry. Entries are kept in memory too (there are few): the file is read once, at
 The index is derived data: the partition's producer state rebuilds it from the log after an
 unclean shutdown (``truncate_to`` then appends), which is why its writes are only fsynced with
 the segment.
+
+An entry the file cannot take (a full disk) stays in memory, which is what read-committed fetches
+read, and is written with the next entry or at close: the marker it belongs to is already in the
+log, so the append must not fail, or the marker would be written again. A torn entry is cut off
+at once, so that later entries stay whole. ``complete`` says whether the file holds every entry;
+``close`` raises when it still cannot, and the partition then has its transaction indexes
+rebuilt from the log at the next start (``Partition.drop_producer_snapshots``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from pathlib import Path
@@ -54,6 +62,7 @@ class TransactionIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
+        self._on_disk = 0  # entries the file holds: the first ones
         self._fd = -1
 
     def load(self) -> None:
@@ -65,6 +74,7 @@ class TransactionIndex:
             return
         whole = len(data) - len(data) % ENTRY_SIZE
         self.entries = [AbortedTxn.decode(data, pos) for pos in range(0, whole, ENTRY_SIZE)]
+        self._on_disk = len(self.entries)
         if whole != len(data):
             log.warning("dropping a torn transaction index entry", index=str(self.path))
             os.truncate(self.path, whole)
@@ -75,10 +85,33 @@ class TransactionIndex:
                 f"aborted transaction ending at {txn.last_offset} after one ending at "
                 f"{self.entries[-1].last_offset} in {self.path}"
             )
+        self.entries.append(txn)
+        try:
+            self._write_out()
+        except OSError as e:
+            log.warning(
+                "could not write a transaction index entry: kept in memory, written with the next "
+                "one or at close",
+                index=str(self.path),
+                error=str(e),
+            )
+
+    @property
+    def complete(self) -> bool:
+        return self._on_disk == len(self.entries)
+
+    def _write_out(self) -> None:
+        """Write the entries the file lacks; on a failure, cut off what part of them it took."""
+        if self.complete:
+            return
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        write_fully(self._fd, txn.encode())
-        self.entries.append(txn)
+        try:
+            write_fully(self._fd, b"".join(e.encode() for e in self.entries[self._on_disk :]))
+        except OSError:
+            os.ftruncate(self._fd, self._on_disk * ENTRY_SIZE)  # appends go on from a whole entry
+            raise
+        self._on_disk = len(self.entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after ``offset`` (Kafka's truncateTo)."""
@@ -86,11 +119,13 @@ class TransactionIndex:
         if len(keep) == len(self.entries):
             return
         self.entries = keep
+        self._on_disk = min(self._on_disk, len(keep))
         if not keep:
-            self.close()
+            self._close_file()
             self.path.unlink(missing_ok=True)
             return
-        os.truncate(self.path, len(keep) * ENTRY_SIZE)
+        with contextlib.suppress(FileNotFoundError):  # no entry was ever written
+            os.truncate(self.path, self._on_disk * ENTRY_SIZE)
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound), and whether the search is complete
@@ -114,12 +149,22 @@ class TransactionIndex:
             ops.append((FSYNC, self._fd, 0, 0))
 
     def close(self) -> None:
+        """Write what the file lacks, sync it and close it; raises if the file still lacks
+        entries (closed all the same)."""
+        try:
+            self._write_out()
+        finally:
+            self._close_file()
+
+    def _close_file(self) -> None:
         if self._fd >= 0:
-            self.fsync()
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def delete(self) -> None:
-        self.close()
+        self._close_file()
         self.path.unlink(missing_ok=True)
         self.entries = []

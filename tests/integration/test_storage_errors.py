@@ -8,7 +8,6 @@ acknowledged.
 
 from __future__ import annotations
 
-import resource
 import threading
 import time
 
@@ -17,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 from kafka.structs import OffsetAndMetadata
 
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, read_to_end
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -27,31 +26,20 @@ FILE_LIMIT = 2 << 20
 RECORD = 64 << 10
 
 
-def _limit_file_size() -> None:
-    # CPython ignores SIGXFSZ, so a write past the limit fails with EFBIG instead of killing it.
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, resource.RLIM_INFINITY))
-
-
 def _value(i: int, size: int = RECORD) -> bytes:
     return i.to_bytes(4, "big") * (size // 4)
 
 
 def _read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    tp = TopicPartition(topic, partition)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=3000, fetch_max_bytes=8 << 20)
-    try:
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        return [(m.offset, m.value) for m in consumer]
-    finally:
-        consumer.close()
+    records = read_to_end(bootstrap, [(topic, partition)], "read_uncommitted", idle_s=0)
+    return sorted((r.offset, r.value) for r in records)
 
 
 def test_a_partition_that_cannot_be_written_answers_kafka_storage_error_and_loses_nothing(
     broker_factory,
 ) -> None:
     broker: BrokerProcess = broker_factory(start=False)
-    broker.preexec = _limit_file_size
+    broker.file_size_limit = FILE_LIMIT  # CPython ignores SIGXFSZ: writes past it fail (EFBIG)
     broker.start()
     broker.create_topic("full", partitions=2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0, linger_ms=0)
@@ -84,7 +72,7 @@ def test_a_partition_that_cannot_be_written_answers_kafka_storage_error_and_lose
 
     # Once its files can grow again, the partition goes on from where it stood.
     broker.stop()
-    broker.preexec = None
+    broker.file_size_limit = None
     broker.start()
     assert _read_partition(broker.bootstrap, "full", 0) == acked
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0, linger_ms=0)
@@ -101,7 +89,7 @@ def test_librdkafka_retries_kafka_storage_error_until_the_partition_takes_its_re
     producer keeps its records through the failures and delivers each once, in order, when the
     broker can write them (here: restarted without the limit, on the same port)."""
     broker: BrokerProcess = broker_factory(start=False)
-    broker.preexec = _limit_file_size
+    broker.file_size_limit = FILE_LIMIT  # CPython ignores SIGXFSZ: writes past it fail (EFBIG)
     broker.start()
     broker.create_topic("retried", partitions=1)
     producer = confluent_kafka.Producer(
@@ -133,7 +121,7 @@ def test_librdkafka_retries_kafka_storage_error_until_the_partition_takes_its_re
     assert len(reports) < count, "every record delivered although the file could not hold them"
 
     broker.stop()
-    broker.preexec = None
+    broker.file_size_limit = None
     broker.start()
     while not delivered.is_set() and time.monotonic() < deadline + 60:
         producer.poll(0.1)
@@ -152,7 +140,7 @@ def test_a_coordinator_log_that_cannot_be_written_stops_the_broker_with_status_1
     log: the broker stops (Kafka halts when its log directory fails) with a failure status, so that
     a supervisor restarts it, and the restart has every offset commit it acknowledged."""
     broker: BrokerProcess = broker_factory(start=False)
-    broker.preexec = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, resource.RLIM_INFINITY))
+    broker.file_size_limit = 256 << 10
     broker.start()
     broker.create_topic("t", partitions=1)
     tp = TopicPartition("t", 0)
@@ -168,7 +156,7 @@ def test_a_coordinator_log_that_cannot_be_written_stops_the_broker_with_status_1
     assert broker.proc.wait(timeout=30) == 1
     assert "coordinator write failed; shutting down" in broker.log_text()
 
-    broker.preexec = None
+    broker.file_size_limit = None
     broker.start()
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
     assert consumer.committed(tp) == acknowledged

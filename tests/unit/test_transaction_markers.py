@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ class _FullDisk:
 class _FailingMarkers:
     def __init__(self, part: Partition, disk: _FullDisk) -> None:
         self.part = part
+        self.topic = part.topic
+        self.index = part.index
         self.log = part.log
         self.disk = disk
 
@@ -98,4 +101,48 @@ async def test_a_marker_the_partition_cannot_write_is_written_again_until_it_is(
     assert part.last_stable_offset == 3
     control = [h for h, _ in part.log.batches(0) if h.is_control]
     assert [(h.base_offset, h.producer_id) for h in control] == [(2, PRODUCER_ID)]
+    pm.close()
+
+
+async def test_an_abort_whose_index_entry_the_disk_cannot_take_is_written_once_and_kept(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The marker is in the log before its transaction index entry is written: the entry the
+    disk refuses stays in memory (read-committed fetches read it there), the marker is not
+    written again, and a shutdown that still cannot write it has the next start rebuild the
+    index from the log."""
+    flusher = Flusher("os")
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock(T0))
+    pm.open()
+    pm.create_topic("t", 1, {})
+    part = pm.partition("t", 0)
+    assert part is not None
+    data = bytearray(
+        build_batch(count=2, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
+    )
+    part.append_from_client(data, list(records.iter_headers(data)), T0, False)
+
+    def full_disk(_fd: int, _data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)  # the log's own writes are pwrites
+    completions = _Completions()
+    markers = TransactionMarkers(pm, groups=None, flusher=flusher, clock=ManualClock(T0))  # type: ignore[arg-type]
+    markers.transactions = completions  # type: ignore[assignment]
+    markers.send(MarkerJob("tx", PRODUCER_ID, 0, False, (("t", 0),)))
+    assert completions.told == ["tx"]
+    assert part.log.log_end_offset == 3  # one marker
+    assert part.last_stable_offset == 3
+    aborted = part.log.collect_aborted_txns(0, 3)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(PRODUCER_ID, 0, 2)]
+    pm.close()  # the index still cannot be written: its partition forgets its producer snapshots
+    monkeypatch.undo()
+
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(T0))
+    pm.open()
+    part = pm.partition("t", 0)
+    assert part is not None
+    aborted = part.log.collect_aborted_txns(0, 3)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(PRODUCER_ID, 0, 2)]
+    assert part.last_stable_offset == 3
     pm.close()

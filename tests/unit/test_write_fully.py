@@ -141,3 +141,37 @@ def test_a_cleaning_pass_the_disk_cannot_hold_leaves_the_log_as_it_was(
     reopened = open_log(tmp_path / "p")
     assert contents(reopened) == before
     assert not list((tmp_path / "p").glob("*.cleaned"))
+
+
+def test_a_transaction_index_entry_the_disk_refuses_is_kept_and_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = [AbortedTxn(7, i * 10, i * 10 + 5, i * 10 + 6) for i in range(4)]
+    index = TransactionIndex(tmp_path / "00000000000000000000.txnindex")
+    index.append(entries[0])
+    # Room for part of one entry: the torn bytes are cut off, the entry is kept in memory.
+    monkeypatch.setattr(os, "write", _FillingDisk(step=7, room=20))
+    index.append(entries[1])
+    assert index.entries == entries[:2]
+    assert not index.complete
+    assert (tmp_path / "00000000000000000000.txnindex").stat().st_size == 34
+    index.append(entries[2])  # still no room
+    monkeypatch.undo()
+    index.append(entries[3])  # room again: the file gets every entry, in order
+    assert index.complete
+    index.close()
+    reread = TransactionIndex(tmp_path / "00000000000000000000.txnindex")
+    reread.load()
+    assert reread.entries == entries
+
+
+def test_a_transaction_index_the_disk_never_takes_raises_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = TransactionIndex(tmp_path / "00000000000000000000.txnindex")
+    monkeypatch.setattr(os, "write", _FillingDisk(room=0))
+    index.append(AbortedTxn(7, 0, 5, 6))
+    with pytest.raises(OSError):
+        index.close()
+    monkeypatch.undo()
+    assert index.entries == [AbortedTxn(7, 0, 5, 6)]
