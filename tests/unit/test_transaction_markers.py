@@ -64,13 +64,10 @@ class _Completions:
         self.told.append(key)
 
 
-async def test_a_marker_the_partition_cannot_write_is_written_again_until_it_is(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
-    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MS", 5)
-    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MAX_MS", 10)
+def _open_transaction(directory: Path) -> tuple[Flusher, PartitionManager, Partition]:
+    """A topic partition holding two records of an open transaction of ``PRODUCER_ID``."""
     flusher = Flusher("os")
-    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock(T0))
+    pm = PartitionManager(BrokerConfig(log_dirs=str(directory)), flusher, ManualClock(T0))
     pm.open()
     pm.create_topic("t", 1, {})
     part = pm.partition("t", 0)
@@ -79,6 +76,15 @@ async def test_a_marker_the_partition_cannot_write_is_written_again_until_it_is(
         build_batch(count=2, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
     )
     part.append_from_client(data, list(records.iter_headers(data)), T0, False)
+    return flusher, pm, part
+
+
+async def test_a_marker_the_partition_cannot_write_is_written_again_until_it_is(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MS", 5)
+    monkeypatch.setattr(transaction_markers, "RETRY_BACKOFF_MAX_MS", 10)
+    flusher, pm, part = _open_transaction(tmp_path)
     assert part.last_stable_offset == 0  # the transaction is open
 
     disk = _FullDisk(pm, failures=3)
@@ -111,16 +117,7 @@ async def test_an_abort_whose_index_entry_the_disk_cannot_take_is_written_once_a
     disk refuses stays in memory (read-committed fetches read it there), the marker is not
     written again, and a shutdown that still cannot write it has the next start rebuild the
     index from the log."""
-    flusher = Flusher("os")
-    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), flusher, ManualClock(T0))
-    pm.open()
-    pm.create_topic("t", 1, {})
-    part = pm.partition("t", 0)
-    assert part is not None
-    data = bytearray(
-        build_batch(count=2, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
-    )
-    part.append_from_client(data, list(records.iter_headers(data)), T0, False)
+    flusher, pm, part = _open_transaction(tmp_path)
 
     def full_disk(_fd: int, _data: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
