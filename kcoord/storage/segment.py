@@ -182,14 +182,21 @@ class Segment:
         return pos
 
     def persist_indexes(self, keep_open: bool) -> None:
-        """Write rebuilt indexes out; the active segment keeps them open for appends."""
-        if self._indexes_dirty or keep_open:
+        """Write rebuilt indexes out; the active segment keeps them open for appends. Those of
+        another segment that the disk cannot take (it is full) serve from memory, and their
+        files are removed for the next start to rebuild (a segment the cleaner installed, or
+        one whose indexes the start rebuilt)."""
+        if not (self._indexes_dirty or keep_open):
+            return
+        try:
             self.index.open_for_append()
             self.time_index.open_for_append()
-            self._indexes_dirty = False
-            if not keep_open:
-                self.index.close()
-                self.time_index.close()
+        except OSError:
+            if keep_open:
+                raise
+        self._indexes_dirty = False
+        if not keep_open:
+            self._close_offset_indexes()
 
     # --- appending -------------------------------------------------------------------------
     def _index_batch(self, h: BatchHeader) -> None:

@@ -175,3 +175,37 @@ def test_a_transaction_index_the_disk_never_takes_raises_at_close(
         index.close()
     monkeypatch.undo()
     assert index.entries == [AbortedTxn(7, 0, 5, 6)]
+
+
+def test_a_cleaned_segment_whose_indexes_the_disk_refuses_is_installed_and_rebuilt_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleaner deletes the old segments before the new ones' indexes are written: those that
+    cannot be (a full disk) serve from memory, and the next start rebuilds their files."""
+    now = 10 * DAY
+    expected_log = open_log(tmp_path / "expected")
+    fill(expected_log, now)
+    expected_log.roll()
+    asyncio.run(clean(expected_log, now, DAY))
+
+    lg = open_log(tmp_path / "p")
+    fill(lg, now)
+    lg.roll()
+    asyncio.run(clean(lg, now, DAY))  # first pass: the segments' own indexes, written
+    fill(lg, now)
+    fill(expected_log, now)
+    lg.roll()
+    expected_log.roll()
+    asyncio.run(clean(expected_log, now, DAY))
+
+    def full_disk(self: OffsetIndex) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(OffsetIndex, "open_for_append", full_disk)
+    asyncio.run(clean(lg, now, DAY))
+    monkeypatch.undo()
+    assert contents(lg) == contents(expected_log)
+    assert lg.segments[0].position_of(contents(lg)[-1][0]) is not None  # the index in memory serves
+    lg.close()
+    reopened = open_log(tmp_path / "p")
+    assert contents(reopened) == contents(expected_log)
