@@ -235,6 +235,15 @@ class Partition:
         """Snapshot producer state at the log end (a roll, a clean shutdown)."""
         if not self._snapshots:
             return
+        if not all(seg.txn_index.write_pending() for seg in self.log.segments):
+            # An aborted transaction the disk has not taken into its index yet: a snapshot past
+            # it would have a restart after a crash skip rebuilding that index from the log, and
+            # read-committed fetches then return the aborted records.
+            log.warning(
+                "producer snapshot skipped: a transaction index lacks entries the disk refused",
+                partition=self.log.directory.name,
+            )
+            return
         offset = self.log.log_end_offset
         data = {"version": SNAPSHOT_VERSION, "offset": offset, **self.producers.snapshot()}
         try:

@@ -650,6 +650,8 @@ class Log:
 
     def delete(self) -> None:
         """Remove the log from disk (DeleteTopics): rename first so a crash leaves no half-log."""
+        for seg in self.segments:  # nothing of it is to be written, on a full disk least of all
+            seg.txn_index.forget_pending()
         self.close()
         if self.directory.exists():
             doomed = self.directory.with_name(self.directory.name + f".{os.getpid()}-delete")

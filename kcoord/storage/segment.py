@@ -328,7 +328,14 @@ class Segment:
     def unpin(self) -> None:
         self._pins -= 1
         if self._pins == 0 and self._close_pending:
-            self.close()
+            # On the flusher's path, where an error would read as a failed sync: a transaction
+            # index the disk still refuses is logged (a crash or restart rebuilds it).
+            try:
+                self.close()
+            except OSError as e:
+                log.warning(
+                    "could not write a transaction index at close", segment=str(self.path), error=str(e)
+                )
 
     def close(self) -> None:
         """Write out and close the segment's files. Raises OSError when its transaction index
@@ -364,7 +371,11 @@ class Segment:
                 )
 
     def delete(self) -> None:
-        self.close()
+        # Nothing of a deleted segment is to be written: a full disk must not stop its deletion
+        # (deleting is how space is freed), nor a deferred close bring its index file back.
+        self.txn_index.forget_pending()
+        with contextlib.suppress(OSError):
+            self.close()
         for p in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             p.unlink(missing_ok=True)
 

@@ -100,6 +100,18 @@ class TransactionIndex:
     def complete(self) -> bool:
         return self._on_disk == len(self.entries)
 
+    def write_pending(self) -> bool:
+        """Write the entries the file lacks, if the disk takes them now; whether it holds all."""
+        try:
+            self._write_out()
+        except OSError:
+            return False
+        return True
+
+    def forget_pending(self) -> None:
+        """The segment is being deleted: what its file lacks is never to be written."""
+        del self.entries[self._on_disk :]
+
     def _write_out(self) -> None:
         """Write the entries the file lacks; on a failure, cut off what part of them it took."""
         if self.complete:
@@ -109,7 +121,13 @@ class TransactionIndex:
         try:
             write_fully(self._fd, b"".join(e.encode() for e in self.entries[self._on_disk :]))
         except OSError:
-            os.ftruncate(self._fd, self._on_disk * ENTRY_SIZE)  # appends go on from a whole entry
+            try:
+                os.ftruncate(self._fd, self._on_disk * ENTRY_SIZE)  # appends go on from a whole entry
+            except OSError:  # not even that: the file starts over, every entry pending
+                os.close(self._fd)
+                self._fd = -1
+                self.path.unlink(missing_ok=True)
+                self._on_disk = 0
             raise
         self._on_disk = len(self.entries)
 
@@ -168,3 +186,4 @@ class TransactionIndex:
         self._close_file()
         self.path.unlink(missing_ok=True)
         self.entries = []
+        self._on_disk = 0

@@ -6,6 +6,7 @@ offset passes it, only once the marker is in the log, once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -142,4 +143,64 @@ async def test_an_abort_whose_index_entry_the_disk_cannot_take_is_written_once_a
     aborted = part.log.collect_aborted_txns(0, 3)
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(PRODUCER_ID, 0, 2)]
     assert part.last_stable_offset == 3
+    pm.close()
+
+
+def _abort_on_a_full_disk(tmp_path: Path, monkeypatch: Any) -> tuple[PartitionManager, Partition]:
+    """An open transaction, then its ABORT marker written while the disk refuses the writes of
+    transaction indexes: the marker is in the log, its index entry only in memory. The disk goes
+    on refusing them (other files' writes succeed, as space freed elsewhere would let them)."""
+    flusher, pm, part = _open_transaction(tmp_path)
+    write = os.write
+
+    def full_for_indexes(fd: int, data: Any) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".txnindex"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_for_indexes)
+    markers = TransactionMarkers(pm, groups=None, flusher=flusher, clock=ManualClock(T0))  # type: ignore[arg-type]
+    markers.transactions = _Completions()  # type: ignore[assignment]
+    markers.send(MarkerJob("tx", PRODUCER_ID, 0, False, (("t", 0),)))
+    assert not part.log.active.txn_index.complete
+    return pm, part
+
+
+async def test_a_topic_whose_transaction_index_lacks_an_entry_can_be_deleted_on_a_full_disk(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    pm, part = _abort_on_a_full_disk(tmp_path, monkeypatch)
+    directory = part.log.directory
+    topic = pm.get("t")
+    assert topic is not None
+    pm.delete_topic(topic)  # deleting is how an operator frees a full disk
+    assert pm.get("t") is None
+    assert not directory.exists()
+    monkeypatch.undo()
+    pm.close()
+
+
+async def test_no_producer_snapshot_passes_a_transaction_index_the_disk_has_not_taken(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Rolls after the refused entry take no producer snapshot: after a crash, the restart
+    replays the log from below that segment and rebuilds its index."""
+    pm, part = _abort_on_a_full_disk(tmp_path, monkeypatch)
+    for seq in (2, 3, 4):  # a record and a roll each, every roll a chance to snapshot
+        data = bytearray(build_batch(count=1, producer_id=8, producer_epoch=0, base_sequence=seq - 2))
+        part.append_from_client(data, list(records.iter_headers(data)), T0, False)
+        part.log.roll()
+    assert not part.log.segments[0].txn_index.complete
+    for p in pm.all_partitions():  # a crash: the page cache keeps the bytes, nothing else is done
+        with contextlib.suppress(OSError):
+            p.log.close()
+    monkeypatch.undo()
+
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path)), Flusher("os"), ManualClock(T0))
+    pm.open()
+    assert pm.unclean_start
+    part = pm.partition("t", 0)
+    assert part is not None
+    aborted = part.log.collect_aborted_txns(0, 3)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(PRODUCER_ID, 0, 2)]
     pm.close()

@@ -17,6 +17,7 @@ from kcoord.runtime.snapshot import read_snapshot, store_snapshot
 from kcoord.storage.atomic import atomic_write
 from kcoord.storage.cleaner import clean
 from kcoord.storage.index import OffsetIndex
+from kcoord.storage.log import Log
 from kcoord.storage.txn_index import AbortedTxn, TransactionIndex
 from tests.unit.test_cleaner import DAY, contents, fill, open_log
 
@@ -102,16 +103,20 @@ def test_a_coordinator_snapshot_gets_every_byte(tmp_path: Path, short_writes: _F
     assert read_snapshot(tmp_path, "p", 5) is None
 
 
-def test_a_cleaned_segment_gets_every_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    now = 10 * DAY
-    expected_log = open_log(tmp_path / "expected")
-    fill(expected_log, now)
-    expected_log.roll()
-    asyncio.run(clean(expected_log, now, DAY))
-
-    lg = open_log(tmp_path / "p")
+def _rolled(directory: Path, now: int) -> Log:
+    """test_cleaner's log, filled and rolled: ready for a cleaning pass."""
+    lg = open_log(directory)
     fill(lg, now)
     lg.roll()
+    return lg
+
+
+def test_a_cleaned_segment_gets_every_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = 10 * DAY
+    expected_log = _rolled(tmp_path / "expected", now)
+    asyncio.run(clean(expected_log, now, DAY))
+
+    lg = _rolled(tmp_path / "p", now)
     disk = _FillingDisk(step=13)
     monkeypatch.setattr(os, "write", disk)
     asyncio.run(clean(lg, now, DAY))
@@ -127,9 +132,7 @@ def test_a_cleaning_pass_the_disk_cannot_hold_leaves_the_log_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = 10 * DAY
-    lg = open_log(tmp_path / "p")
-    fill(lg, now)
-    lg.roll()
+    lg = _rolled(tmp_path / "p", now)
     before = contents(lg)
     monkeypatch.setattr(os, "write", _FillingDisk(step=13, room=100))
     with pytest.raises(OSError):
@@ -183,14 +186,10 @@ def test_a_cleaned_segment_whose_indexes_the_disk_refuses_is_installed_and_rebui
     """The cleaner deletes the old segments before the new ones' indexes are written: those that
     cannot be (a full disk) serve from memory, and the next start rebuilds their files."""
     now = 10 * DAY
-    expected_log = open_log(tmp_path / "expected")
-    fill(expected_log, now)
-    expected_log.roll()
+    expected_log = _rolled(tmp_path / "expected", now)
     asyncio.run(clean(expected_log, now, DAY))
 
-    lg = open_log(tmp_path / "p")
-    fill(lg, now)
-    lg.roll()
+    lg = _rolled(tmp_path / "p", now)
     asyncio.run(clean(lg, now, DAY))  # first pass: the segments' own indexes, written
     fill(lg, now)
     fill(expected_log, now)
