@@ -156,11 +156,6 @@ class TransactionIndex:
                 return found, True
         return found, False
 
-    def fsync(self) -> None:
-        # No "dirty" flag: the flusher calls this from its thread while appends go on.
-        if self._fd >= 0:
-            os.fsync(self._fd)
-
     def sync_ops(self, ops: list[SyncOp]) -> None:
         """Add this index's fsync to a flush round's operations (when it has a file open)."""
         if self._fd >= 0:
