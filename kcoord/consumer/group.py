@@ -113,10 +113,6 @@ class HeartbeatError(Exception):
         self.message = message
 
 
-def _target_of(value: ConsumerGroupTargetAssignmentMemberValue) -> dict[uuid.UUID, frozenset[int]]:
-    return {tp.topic_id: frozenset(tp.partitions) for tp in value.topic_partitions}
-
-
 class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
