@@ -17,7 +17,8 @@ Behaviour / version notes:
 - a topic with compression.type=zstd answers Fetch below v10 UNSUPPORTED_COMPRESSION_TYPE, as
   Kafka (older clients cannot read zstd);
 - CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
-  OFFSET_OUT_OF_RANGE; this broker is never a follower and has no preferred read replica;
+  OFFSET_OUT_OF_RANGE; a partition whose segment cannot be read (EIO) is KAFKA_STORAGE_ERROR;
+  this broker is never a follower and has no preferred read replica;
 - the follower-only fields (ReplicaState, ReplicaDirectoryId, follower HighWatermark, v15+/v17+/
   v18) have no effect: kcoord has no replicas, so requests carrying them are served as
   consumer fetches.
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import structlog
 
 from kcoord.apis.authorization import Op, authorized_topics
 from kcoord.apis.context import RequestContext
@@ -47,6 +50,8 @@ _PartData = _TopicResp.PartitionData
 
 READ_COMMITTED = 1
 _INT32_MAX = 0x7FFFFFFF
+
+log = structlog.get_logger(__name__)
 
 
 class _Read:
@@ -263,6 +268,19 @@ def _read_all(
             data = part.log.read(offset, max(0, min(part_max, remaining)), limit, min_one, copy=False)
         except OffsetOutOfRange:
             reads.append(_Read(ErrorCode.OFFSET_OUT_OF_RANGE))
+            any_error = True
+            continue
+        except OSError as e:
+            # A segment the disk cannot read (EIO): Kafka answers KAFKA_STORAGE_ERROR for the
+            # partition, which consumers retry; the request's other partitions are read as usual
+            # (this error for the whole request was UNKNOWN_SERVER_ERROR, which nothing retries).
+            log.warning(
+                "fetch failed: the partition's files could not be read",
+                topic=part.topic.name,
+                partition=part.index,
+                error=str(e),
+            )
+            reads.append(_Read(ErrorCode.KAFKA_STORAGE_ERROR))
             any_error = True
             continue
         aborted = None

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import structlog
+
 from kcoord.apis.authorization import Op, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
@@ -33,6 +35,8 @@ from kcoord.storage.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
+
+log = structlog.get_logger(__name__)
 
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 READ_COMMITTED = 1
@@ -74,7 +78,18 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
             if v == 0:
                 parts.append(_old_style(part, p.partition_index, p.timestamp, p.max_num_offsets, services))
                 continue
-            parts.append(_lookup(part, p.partition_index, p.timestamp, isolation, v))
+            try:
+                parts.append(_lookup(part, p.partition_index, p.timestamp, isolation, v))
+            except OSError as e:
+                # A timestamp lookup reads the segments; one the disk cannot read (EIO) is
+                # KAFKA_STORAGE_ERROR for its partition, as in Kafka, which clients retry.
+                log.warning(
+                    "list offsets failed: the partition's files could not be read",
+                    topic=t.name,
+                    partition=p.partition_index,
+                    error=str(e),
+                )
+                parts.append(_error(p.partition_index, ErrorCode.KAFKA_STORAGE_ERROR))
         topics.append(_TopicResp(name=t.name, partitions=parts))
     return _Resp(throttle_time_ms=0, topics=topics)
 

@@ -8,6 +8,8 @@ acknowledged.
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 
@@ -16,7 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 from kafka.structs import OffsetAndMetadata
 
+from kcoord.testing.broker import BrokerThread
 from tests.harness import BrokerProcess, read_to_end
+from tests.wire import ApiKey, Conn, fetch_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -161,3 +165,60 @@ def test_a_coordinator_log_that_cannot_be_written_stops_the_broker_with_status_1
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
     assert consumer.committed(tp) == acknowledged
     consumer.close()
+
+
+def test_a_partition_whose_log_cannot_be_read_answers_kafka_storage_error_and_the_others_are_read(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment the disk cannot read (EIO) fails Fetch and ListOffsets for its partition alone,
+    with KAFKA_STORAGE_ERROR, which consumers retry; the request's other partitions are answered
+    as usual, and the partition is read again once its reads succeed. (The in-process broker's
+    reads fail where its os.pread does: a failing disk cannot be had in a test.)"""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("t", partitions=2)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        for i in range(5):
+            for p in (0, 1):
+                producer.send("t", f"p{p}-{i}".encode(), partition=p)
+        producer.flush()
+        producer.close()
+
+        pread = os.pread
+
+        def failing_pread(fd: int, n: int, offset: int) -> bytes:
+            if f"{os.sep}t-1{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return pread(fd, n, offset)
+
+        monkeypatch.setattr(os, "pread", failing_pread)
+        with Conn(broker.host, broker.port) as conn:
+            resp = conn.request(ApiKey.Fetch, 12, **fetch_request("t", [(0, 0), (1, 0)]))
+            parts = {p.partition_index: p for p in resp.responses[0].partitions}
+            assert resp.error_code == 0
+            assert parts[0].error_code == 0 and parts[0].records
+            assert parts[1].error_code == KafkaStorageError.errno
+            assert conn.list_offsets("t", 1, timestamp=0).error_code == KafkaStorageError.errno
+            found = conn.list_offsets("t", 0, timestamp=0)
+            assert (found.error_code, found.offset) == (0, 0)
+
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+        consumer.seek_to_beginning()
+        got: dict[int, list[bytes]] = {0: [], 1: []}
+        deadline = time.monotonic() + 20
+        while len(got[0]) < 5 and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition].extend(r.value for r in records)
+        assert got == {0: [f"p0-{i}".encode() for i in range(5)], 1: []}
+
+        monkeypatch.undo()  # the disk reads again: the consumer's retries get the partition
+        deadline = time.monotonic() + 20
+        while len(got[1]) < 5 and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition].extend(r.value for r in records)
+        assert got[1] == [f"p1-{i}".encode() for i in range(5)]
+        consumer.close()
+    finally:
+        broker.stop()
