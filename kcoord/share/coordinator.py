@@ -246,12 +246,17 @@ class ShareCoordinator:
             part = topic.partitions[pkey[1]]
             sp = group.partitions.get(pkey)
             if sp is None:
+                try:
+                    start = self._start_offset(group, part, now)
+                except OSError as e:  # a by_duration reset reads the segments' timestamps
+                    _storage_error(res, topic.name, pkey[1], e)
+                    continue
                 sp = SharePartition(
                     group.group_id,
                     pkey[0],
                     pkey[1],
                     self.groups.state_for(group.group_id).kind(ShareGroups).partition_config(group.group_id),
-                    self._start_offset(group, part, now),
+                    start,
                 )
                 group.partitions[pkey] = sp
                 out.records.extend(sp.initialize())
@@ -275,6 +280,8 @@ class ShareCoordinator:
             got = sp.acquire(member_id, log_batches, max_records - total, now, strict=strict)
             out.records.extend(got.records)
             if not got.acquired:
+                if log_batches.error is not None:
+                    _storage_error(res, topic.name, pkey[1], log_batches.error)
                 continue
             first, last = got.acquired[0].first_offset, got.acquired[-1].last_offset
             data, headers = log_batches.data(), log_batches.headers
@@ -300,6 +307,18 @@ class ShareCoordinator:
 
 # The first read of a share-partition's log per ShareFetch; each further read doubles.
 FIRST_READ_BYTES = 64 * 1024
+
+
+def _storage_error(res: PartitionResult, topic: str, partition: int, error: OSError) -> None:
+    """The partition's files could not be read: KAFKA_STORAGE_ERROR, which consumers retry (as for
+    Fetch)."""
+    log.warning(
+        "share fetch failed: the partition's files could not be read",
+        topic=topic,
+        partition=partition,
+        error=str(error),
+    )
+    res.error = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class _LogBatches:
@@ -335,6 +354,7 @@ class _LogBatches:
         self._limit = limit
         self._left = max_bytes
         self._chunk = FIRST_READ_BYTES
+        self.error: OSError | None = None  # the read that ended the batches early, if one failed
         self._chunks: list[bytes | memoryview] = []
         self._size = 0
         self.headers: list[batches.BatchHeader] = []
@@ -348,6 +368,13 @@ class _LogBatches:
         try:
             data = self._log.read(self._next, min(self._left, self._chunk), self._limit, min_one=True)
         except OffsetOutOfRange:
+            return []
+        except OSError as e:
+            # A segment the disk cannot read (EIO) ends the batches here: those read so far are
+            # acquired, and the error never reaches the share-partition's state machine half-way
+            # through an acquisition (raised in the group's operation, it stopped the broker as a
+            # failed coordinator write does).
+            self.error = e
             return []
         if not data or (self._chunks and len(data) > self._left):
             return []  # only the first batch may exceed max_bytes

@@ -20,7 +20,8 @@ from kafka.structs import OffsetAndMetadata
 
 from kcoord.testing.broker import BrokerThread
 from tests.harness import BrokerProcess, read_to_end
-from tests.wire import ApiKey, Conn, fetch_request
+from tests.integration.test_share_confluent import run_worker, set_earliest
+from tests.wire import ApiKey, Conn, build_batch, fetch_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -220,5 +221,42 @@ def test_a_partition_whose_log_cannot_be_read_answers_kafka_storage_error_and_th
                 got[tp.partition].extend(r.value for r in records)
         assert got[1] == [f"p1-{i}".encode() for i in range(5)]
         consumer.close()
+    finally:
+        broker.stop()
+
+
+def test_a_share_partition_whose_log_cannot_be_read_leaves_the_broker_and_its_other_partitions_serving(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ShareFetch reads the log inside the share group's operation: a read error raised there
+    stopped the whole broker as a failed coordinator write does. Now the partition answers
+    KAFKA_STORAGE_ERROR and acquires nothing, the others are delivered, and its records are
+    delivered once its reads succeed (librdkafka's ShareConsumer, in a child process)."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("s", partitions=2)
+            for p in (0, 1):
+                recs = [(None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
+                assert conn.produce("s", p, build_batch(recs)).error_code == 0
+        set_earliest(broker, "sg")  # type: ignore[arg-type]
+
+        pread = os.pread
+
+        def failing_pread(fd: int, n: int, offset: int) -> bytes:
+            if f"{os.sep}s-1{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return pread(fd, n, offset)
+
+        monkeypatch.setattr(os, "pread", failing_pread)
+        events = run_worker(broker, "sg", "s", 10, "implicit")  # type: ignore[arg-type]
+        delivered = sorted((p, o) for p, o, _, _ in (e["rec"] for e in events if "rec" in e))
+        assert delivered == [(0, o) for o in range(10)]
+        assert broker._thread is not None and broker._thread.is_alive()
+
+        monkeypatch.undo()
+        events = run_worker(broker, "sg", "s", 10, "implicit")  # type: ignore[arg-type]
+        delivered = sorted((p, o) for p, o, _, _ in (e["rec"] for e in events if "rec" in e))
+        assert delivered == [(1, o) for o in range(10)]
     finally:
         broker.stop()
