@@ -17,7 +17,8 @@ Behaviour / version notes:
 - a topic with compression.type=zstd answers Fetch below v10 UNSUPPORTED_COMPRESSION_TYPE, as
   Kafka (older clients cannot read zstd);
 - CurrentLeaderEpoch (v9+) above 0 is UNKNOWN_LEADER_EPOCH; a fetch offset outside the log is
-  OFFSET_OUT_OF_RANGE; a partition whose segment cannot be read (EIO) is KAFKA_STORAGE_ERROR;
+  OFFSET_OUT_OF_RANGE; a partition whose segment cannot be read (EIO) is KAFKA_STORAGE_ERROR, one
+  whose segment holds a corrupt batch CORRUPT_MESSAGE;
   this broker is never a follower and has no preferred read replica;
 - the follower-only fields (ReplicaState, ReplicaDirectoryId, follower HighWatermark, v15+/v17+/
   v18) have no effect: kcoord has no replicas, so requests carrying them are served as
@@ -281,6 +282,18 @@ def _read_all(
                 error=str(e),
             )
             reads.append(_Read(ErrorCode.KAFKA_STORAGE_ERROR))
+            any_error = True
+            continue
+        except batches.InvalidBatch as e:
+            # Bytes that changed on disk since start-up's recovery checked them: Kafka answers a
+            # corrupt log's read CORRUPT_MESSAGE for the partition.
+            log.warning(
+                "fetch failed: the partition's log holds a corrupt batch",
+                topic=part.topic.name,
+                partition=part.index,
+                error=str(e),
+            )
+            reads.append(_Read(ErrorCode.CORRUPT_MESSAGE))
             any_error = True
             continue
         aborted = None

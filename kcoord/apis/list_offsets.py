@@ -28,6 +28,7 @@ from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.protocol.records import InvalidBatch
 from kcoord.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -90,6 +91,14 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                     error=str(e),
                 )
                 parts.append(_error(p.partition_index, ErrorCode.KAFKA_STORAGE_ERROR))
+            except InvalidBatch as e:
+                log.warning(
+                    "list offsets failed: the partition's log holds a corrupt batch",
+                    topic=t.name,
+                    partition=p.partition_index,
+                    error=str(e),
+                )
+                parts.append(_error(p.partition_index, ErrorCode.CORRUPT_MESSAGE))
         topics.append(_TopicResp(name=t.name, partitions=parts))
     return _Resp(throttle_time_ms=0, topics=topics)
 

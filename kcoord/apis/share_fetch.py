@@ -17,8 +17,8 @@ Behaviour / version notes:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Final
 
 from kcoord.apis.authorization import GROUP, Op, authorized_topics, require
 from kcoord.apis.context import RequestContext
@@ -247,7 +247,7 @@ class _Acquired:
             else:
                 results[k] = r
         keys = self.keys
-        if n or not keys or self.min_bytes <= 0 or self.poll.over:
+        if n or not keys or self.min_bytes <= 0 or self.poll.over or _read_failed(got.values()):
             self.answer()
             return
         # Nothing to deliver yet: wait for records released by others or new data, then look again.
@@ -354,3 +354,12 @@ def _ack_error(code: int, message: str | None) -> Any:
 
 def share_acknowledge_error_response(req: Any, version: int, code: int, message: str | None) -> Any:
     return _ack_error(code, message)
+
+
+def _read_failed(results: Iterable[PartitionResult]) -> bool:
+    """A partition's log could not be read: answered at once, as Kafka completes a share fetch
+    whose read failed (waiting would only hold the error back; the client backs off itself)."""
+    return any(r.error in _READ_ERRORS for r in results)
+
+
+_READ_ERRORS: Final = frozenset((ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE))

@@ -248,8 +248,8 @@ class ShareCoordinator:
             if sp is None:
                 try:
                     start = self._start_offset(group, part, now)
-                except OSError as e:  # a by_duration reset reads the segments' timestamps
-                    _storage_error(res, topic.name, pkey[1], e)
+                except (OSError, batches.InvalidBatch) as e:  # a by_duration reset reads the log
+                    _read_error(res, topic.name, pkey[1], e)
                     continue
                 sp = SharePartition(
                     group.group_id,
@@ -281,7 +281,7 @@ class ShareCoordinator:
             out.records.extend(got.records)
             if not got.acquired:
                 if log_batches.error is not None:
-                    _storage_error(res, topic.name, pkey[1], log_batches.error)
+                    _read_error(res, topic.name, pkey[1], log_batches.error)
                 continue
             first, last = got.acquired[0].first_offset, got.acquired[-1].last_offset
             data, headers = log_batches.data(), log_batches.headers
@@ -309,16 +309,18 @@ class ShareCoordinator:
 FIRST_READ_BYTES = 64 * 1024
 
 
-def _storage_error(res: PartitionResult, topic: str, partition: int, error: OSError) -> None:
-    """The partition's files could not be read: KAFKA_STORAGE_ERROR, which consumers retry (as for
-    Fetch)."""
+def _read_error(res: PartitionResult, topic: str, partition: int, error: Exception) -> None:
+    """The partition's log could not be read: KAFKA_STORAGE_ERROR for a failed read (EIO), which
+    consumers retry, CORRUPT_MESSAGE for bytes that changed on disk since start-up's recovery
+    checked them; as Fetch answers them."""
     log.warning(
-        "share fetch failed: the partition's files could not be read",
+        "share fetch failed: the partition's log could not be read",
         topic=topic,
         partition=partition,
         error=str(error),
     )
-    res.error = ErrorCode.KAFKA_STORAGE_ERROR
+    corrupt = isinstance(error, batches.InvalidBatch)
+    res.error = ErrorCode.CORRUPT_MESSAGE if corrupt else ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class _LogBatches:
@@ -354,7 +356,7 @@ class _LogBatches:
         self._limit = limit
         self._left = max_bytes
         self._chunk = FIRST_READ_BYTES
-        self.error: OSError | None = None  # the read that ended the batches early, if one failed
+        self.error: Exception | None = None  # the read that ended the batches early, if one failed
         self._chunks: list[bytes | memoryview] = []
         self._size = 0
         self.headers: list[batches.BatchHeader] = []
@@ -367,18 +369,19 @@ class _LogBatches:
             return []
         try:
             data = self._log.read(self._next, min(self._left, self._chunk), self._limit, min_one=True)
+            if not data or (self._chunks and len(data) > self._left):
+                return []  # only the first batch may exceed max_bytes
+            read = list(batches.iter_headers(data, partial_ok=True))
         except OffsetOutOfRange:
             return []
-        except OSError as e:
-            # A segment the disk cannot read (EIO) ends the batches here: those read so far are
-            # acquired, and the error never reaches the share-partition's state machine half-way
-            # through an acquisition (raised in the group's operation, it stopped the broker as a
-            # failed coordinator write does).
+        except (OSError, batches.InvalidBatch) as e:
+            # A segment the disk cannot read (EIO), or whose bytes changed since start-up's
+            # recovery checked them, ends the batches here: those read so far are acquired, and
+            # the error never reaches the share-partition's state machine half-way through an
+            # acquisition (raised in the group's operation, it stopped the broker as a failed
+            # coordinator write does).
             self.error = e
             return []
-        if not data or (self._chunks and len(data) > self._left):
-            return []  # only the first batch may exceed max_bytes
-        read = list(batches.iter_headers(data, partial_ok=True))
         if not read:
             return []
         if self._aborted is not None:

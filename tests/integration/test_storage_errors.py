@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaStorageError
+from kafka.errors import CorruptRecordError, KafkaStorageError
 from kafka.structs import OffsetAndMetadata
 
 from kcoord.testing.broker import BrokerThread
-from tests.harness import BrokerProcess, read_to_end
+from tests.harness import REPO, BrokerProcess, read_to_end
 from tests.integration.test_share_confluent import run_worker, set_earliest
-from tests.wire import ApiKey, Conn, build_batch, fetch_request
+from tests.legacy_log import ShareMember, call
+from tests.wire import ApiKey, Conn, api, build_batch, fetch_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -226,7 +229,7 @@ def test_a_partition_whose_log_cannot_be_read_answers_kafka_storage_error_and_th
 
 
 def test_a_share_partition_whose_log_cannot_be_read_leaves_the_broker_and_its_other_partitions_serving(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """ShareFetch reads the log inside the share group's operation: a read error raised there
     stopped the whole broker as a failed coordinator write does. Now the partition answers
@@ -253,10 +256,132 @@ def test_a_share_partition_whose_log_cannot_be_read_leaves_the_broker_and_its_ot
         delivered = sorted((p, o) for p, o, _, _ in (e["rec"] for e in events if "rec" in e))
         assert delivered == [(0, o) for o in range(10)]
         assert broker._thread is not None and broker._thread.is_alive()
+        logged = capfd.readouterr().out
+        assert "share fetch failed: the partition's log could not be read" in logged
+        assert "partition=1" in logged
 
         monkeypatch.undo()
         events = run_worker(broker, "sg", "s", 10, "implicit")  # type: ignore[arg-type]
         delivered = sorted((p, o) for p, o, _, _ in (e["rec"] for e in events if "rec" in e))
         assert delivered == [(1, o) for o in range(10)]
+    finally:
+        broker.stop()
+
+
+def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
+    tmp_path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes of a segment that change on disk after start-up's recovery checked them (bit rot, a
+    stray write): Fetch and ListOffsets answer CORRUPT_MESSAGE for that partition alone, as Kafka
+    does for a corrupt log, and a share group's read of it leaves the broker serving (raised in
+    the group's operation, the InvalidBatch stopped the broker)."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("c", partitions=2)
+            for p in (0, 1):
+                recs = [(None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
+                assert conn.produce("c", p, build_batch(recs)).error_code == 0
+        # The first batch's batchLength (bytes 8-11 of its header) says 5: shorter than a header.
+        fd = os.open(tmp_path / "data" / "c-1" / "00000000000000000000.log", os.O_WRONLY)
+        try:
+            os.pwrite(fd, (5).to_bytes(4, "big"), 8)
+        finally:
+            os.close(fd)
+
+        with Conn(broker.host, broker.port) as conn:
+            resp = conn.request(ApiKey.Fetch, 12, **fetch_request("c", [(0, 0), (1, 0)]))
+            parts = {p.partition_index: p for p in resp.responses[0].partitions}
+            assert resp.error_code == 0
+            assert parts[0].error_code == 0 and parts[0].records
+            assert parts[1].error_code == CorruptRecordError.errno
+            assert conn.list_offsets("c", 1, timestamp=0).error_code == CorruptRecordError.errno
+
+        set_earliest(broker, "cg")  # type: ignore[arg-type]
+        # librdkafka's share consumer raises CORRUPT_MESSAGE to the application from poll(), as
+        # the Java consumer throws on a corrupt record: the worker fails, naming the partition.
+        worker = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.share_confluent_worker",
+                broker.bootstrap,
+                "cg",
+                "c",
+                "10",
+                "implicit",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "Encountered corrupt message when fetching topic-partition c-1" in worker.stderr
+        assert "share fetch failed: the partition's log could not be read" in capfd.readouterr().out
+        assert broker._thread is not None and broker._thread.is_alive()
+        with Conn(broker.host, broker.port) as conn:  # and serving
+            assert conn.fetch("c", 0, 0).error_code == 0
+    finally:
+        broker.stop()
+
+
+def test_a_share_fetch_whose_partition_cannot_be_read_is_answered_at_once_with_kafka_storage_error(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ShareFetch answer names the partition with KAFKA_STORAGE_ERROR, and comes at once, as
+    Kafka completes a share fetch whose read failed, not after MaxWaitMs (raw ShareFetch v1)."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("e", partitions=1)
+            recs = [(None, f"e-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
+            assert conn.produce("e", 0, build_batch(recs)).error_code == 0
+        set_earliest(broker, "eg")  # type: ignore[arg-type]
+        pread = os.pread
+
+        def failing_pread(fd: int, n: int, offset: int) -> bytes:
+            if f"{os.sep}e-0{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return pread(fd, n, offset)
+
+        monkeypatch.setattr(os, "pread", failing_pread)
+        with Conn(broker.host, broker.port) as conn:
+            member = ShareMember(conn, "eg", ["e"])
+            member.join(1)
+            (topic_id,) = member.assignment
+            req = api(78, "ShareFetch")
+            started = time.monotonic()
+            resp = call(
+                conn,
+                78,
+                1,
+                group_id="eg",
+                member_id=member.member_id,
+                share_session_epoch=0,
+                max_wait_ms=5000,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                max_records=100,
+                batch_size=100,
+                topics=[
+                    req.FetchTopic(
+                        topic_id=topic_id,
+                        partitions=[
+                            req.FetchTopic.FetchPartition(
+                                partition_index=0, partition_max_bytes=0, acknowledgement_batches=[]
+                            )
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+            )
+            assert time.monotonic() - started < 2.5
+            assert resp.error_code == 0
+            ((part,),) = [t.partitions for t in resp.responses]
+            assert part.error_code == KafkaStorageError.errno
+            assert part.acquired_records == []
+
+            monkeypatch.undo()
+            assert len(member.fetch(100)) == 10  # the next fetch of the session acquires them
     finally:
         broker.stop()
