@@ -30,8 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from kcoord.apis.authorization import Op, authorized_topics
 from kcoord.apis.context import RequestContext
 from kcoord.apis.long_poll import LongPoll
@@ -44,6 +42,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fetch_codec import FetchAnswer, FetchTopic
 from kcoord.protocol.messages import ApiKey, response_class
 from kcoord.storage.log import OffsetOutOfRange
+from kcoord.storage.read_errors import READ_ERRORS, unreadable
 
 _Resp = response_class(ApiKey.Fetch)
 _TopicResp = _Resp.FetchableTopicResponse
@@ -51,8 +50,6 @@ _PartData = _TopicResp.PartitionData
 
 READ_COMMITTED = 1
 _INT32_MAX = 0x7FFFFFFF
-
-log = structlog.get_logger(__name__)
 
 
 class _Read:
@@ -271,29 +268,10 @@ def _read_all(
             reads.append(_Read(ErrorCode.OFFSET_OUT_OF_RANGE))
             any_error = True
             continue
-        except OSError as e:
-            # A segment the disk cannot read (EIO): Kafka answers KAFKA_STORAGE_ERROR for the
-            # partition, which consumers retry; the request's other partitions are read as usual
-            # (this error for the whole request was UNKNOWN_SERVER_ERROR, which nothing retries).
-            log.warning(
-                "fetch failed: the partition's files could not be read",
-                topic=part.topic.name,
-                partition=part.index,
-                error=str(e),
-            )
-            reads.append(_Read(ErrorCode.KAFKA_STORAGE_ERROR))
-            any_error = True
-            continue
-        except batches.InvalidBatch as e:
-            # Bytes that changed on disk since start-up's recovery checked them: Kafka answers a
-            # corrupt log's read CORRUPT_MESSAGE for the partition.
-            log.warning(
-                "fetch failed: the partition's log holds a corrupt batch",
-                topic=part.topic.name,
-                partition=part.index,
-                error=str(e),
-            )
-            reads.append(_Read(ErrorCode.CORRUPT_MESSAGE))
+        except READ_ERRORS as e:
+            # A segment the disk cannot read, or a corrupt batch: that partition's error only
+            # (raised, it was UNKNOWN_SERVER_ERROR for the whole request, which nothing retries).
+            reads.append(_Read(unreadable("fetch", part.topic.name, part.index, e)))
             any_error = True
             continue
         aborted = None

@@ -21,14 +21,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import structlog
-
 from kcoord.apis.authorization import Op, topic_authorized
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, response_class
-from kcoord.protocol.records import InvalidBatch
 from kcoord.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -36,8 +33,7 @@ from kcoord.storage.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
-
-log = structlog.get_logger(__name__)
+from kcoord.storage.read_errors import READ_ERRORS, unreadable
 
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 READ_COMMITTED = 1
@@ -81,24 +77,9 @@ def handle(services: Services, ctx: RequestContext, req: Any) -> Any:
                 continue
             try:
                 parts.append(_lookup(part, p.partition_index, p.timestamp, isolation, v))
-            except OSError as e:
-                # A timestamp lookup reads the segments; one the disk cannot read (EIO) is
-                # KAFKA_STORAGE_ERROR for its partition, as in Kafka, which clients retry.
-                log.warning(
-                    "list offsets failed: the partition's files could not be read",
-                    topic=t.name,
-                    partition=p.partition_index,
-                    error=str(e),
-                )
-                parts.append(_error(p.partition_index, ErrorCode.KAFKA_STORAGE_ERROR))
-            except InvalidBatch as e:
-                log.warning(
-                    "list offsets failed: the partition's log holds a corrupt batch",
-                    topic=t.name,
-                    partition=p.partition_index,
-                    error=str(e),
-                )
-                parts.append(_error(p.partition_index, ErrorCode.CORRUPT_MESSAGE))
+            except READ_ERRORS as e:  # a timestamp lookup reads the segments
+                code = unreadable("list offsets", t.name, p.partition_index, e)
+                parts.append(_error(p.partition_index, code))
         topics.append(_TopicResp(name=t.name, partitions=parts))
     return _Resp(throttle_time_ms=0, topics=topics)
 

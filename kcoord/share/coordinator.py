@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-import structlog
-
 from kcoord.config import BrokerConfig
 from kcoord.groups.store import GroupStore
 from kcoord.metrics import Metrics, tags
@@ -33,9 +31,8 @@ from kcoord.share.sessions import ShareSessionCache
 from kcoord.share.store import ShareGroups
 from kcoord.share.topics import SharedPartition, Topics
 from kcoord.storage.log import Log, OffsetOutOfRange
+from kcoord.storage.read_errors import READ_ERRORS, unreadable
 from kcoord.storage.txn_index import AbortedTxn
-
-log = structlog.get_logger(__name__)
 
 PartitionKey = tuple[uuid.UUID, int]
 AckBatches = list[tuple[int, int, list[int]]]
@@ -248,8 +245,8 @@ class ShareCoordinator:
             if sp is None:
                 try:
                     start = self._start_offset(group, part, now)
-                except (OSError, batches.InvalidBatch) as e:  # a by_duration reset reads the log
-                    _read_error(res, topic.name, pkey[1], e)
+                except READ_ERRORS as e:  # a by_duration reset reads the log
+                    res.error = unreadable("share fetch", topic.name, pkey[1], e)
                     continue
                 sp = SharePartition(
                     group.group_id,
@@ -281,7 +278,7 @@ class ShareCoordinator:
             out.records.extend(got.records)
             if not got.acquired:
                 if log_batches.error is not None:
-                    _read_error(res, topic.name, pkey[1], log_batches.error)
+                    res.error = unreadable("share fetch", topic.name, pkey[1], log_batches.error)
                 continue
             first, last = got.acquired[0].first_offset, got.acquired[-1].last_offset
             data, headers = log_batches.data(), log_batches.headers
@@ -307,20 +304,6 @@ class ShareCoordinator:
 
 # The first read of a share-partition's log per ShareFetch; each further read doubles.
 FIRST_READ_BYTES = 64 * 1024
-
-
-def _read_error(res: PartitionResult, topic: str, partition: int, error: Exception) -> None:
-    """The partition's log could not be read: KAFKA_STORAGE_ERROR for a failed read (EIO), which
-    consumers retry, CORRUPT_MESSAGE for bytes that changed on disk since start-up's recovery
-    checked them; as Fetch answers them."""
-    log.warning(
-        "share fetch failed: the partition's log could not be read",
-        topic=topic,
-        partition=partition,
-        error=str(error),
-    )
-    corrupt = isinstance(error, batches.InvalidBatch)
-    res.error = ErrorCode.CORRUPT_MESSAGE if corrupt else ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class _LogBatches:
@@ -374,7 +357,7 @@ class _LogBatches:
             read = list(batches.iter_headers(data, partial_ok=True))
         except OffsetOutOfRange:
             return []
-        except (OSError, batches.InvalidBatch) as e:
+        except READ_ERRORS as e:
             # A segment the disk cannot read (EIO), or whose bytes changed since start-up's
             # recovery checked them, ends the batches here: those read so far are acquired, and
             # the error never reaches the share-partition's state machine half-way through an

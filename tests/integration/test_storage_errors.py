@@ -43,6 +43,42 @@ def _read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[in
     return sorted((r.offset, r.value) for r in records)
 
 
+def _ten_records_each(broker: BrokerThread, topic: str, partitions: int) -> None:
+    """Create ``topic``; values ``p<partition>-<i>`` for i in 0..9 in each partition."""
+    with Conn(broker.host, broker.port) as conn:
+        conn.create_topic(topic, partitions=partitions)
+        for p in range(partitions):
+            recs = [(None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
+            assert conn.produce(topic, p, build_batch(recs)).error_code == 0
+
+
+def _assert_partition_1_answers(broker: BrokerThread, topic: str, code: int) -> None:
+    """A raw Fetch v12 of both partitions of ``topic`` answers partition 1 ``code`` and partition 0
+    its records, in one answer without a top-level error; ListOffsets by timestamp the same."""
+    with Conn(broker.host, broker.port) as conn:
+        resp = conn.request(ApiKey.Fetch, 12, **fetch_request(topic, [(0, 0), (1, 0)]))
+        parts = {p.partition_index: p for p in resp.responses[0].partitions}
+        assert resp.error_code == 0
+        assert parts[0].error_code == 0 and parts[0].records
+        assert parts[1].error_code == code
+        assert conn.list_offsets(topic, 1, timestamp=0).error_code == code
+        found = conn.list_offsets(topic, 0, timestamp=0)
+        assert (found.error_code, found.offset) == (0, 0)
+
+
+def _fail_reads(monkeypatch: pytest.MonkeyPatch, partition_dir: str) -> None:
+    """Reads of ``partition_dir``'s files fail with EIO, as on a failing disk, in this process (an
+    in-process broker's): its os.pread, looked up at each call by the compiled modules too."""
+    pread = os.pread
+
+    def failing_pread(fd: int, n: int, offset: int) -> bytes:
+        if f"{os.sep}{partition_dir}{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", failing_pread)
+
+
 def test_a_partition_that_cannot_be_written_answers_kafka_storage_error_and_loses_nothing(
     broker_factory,
 ) -> None:
@@ -189,23 +225,8 @@ def test_a_partition_whose_log_cannot_be_read_answers_kafka_storage_error_and_th
         producer.flush()
         producer.close()
 
-        pread = os.pread
-
-        def failing_pread(fd: int, n: int, offset: int) -> bytes:
-            if f"{os.sep}t-1{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            return pread(fd, n, offset)
-
-        monkeypatch.setattr(os, "pread", failing_pread)
-        with Conn(broker.host, broker.port) as conn:
-            resp = conn.request(ApiKey.Fetch, 12, **fetch_request("t", [(0, 0), (1, 0)]))
-            parts = {p.partition_index: p for p in resp.responses[0].partitions}
-            assert resp.error_code == 0
-            assert parts[0].error_code == 0 and parts[0].records
-            assert parts[1].error_code == KafkaStorageError.errno
-            assert conn.list_offsets("t", 1, timestamp=0).error_code == KafkaStorageError.errno
-            found = conn.list_offsets("t", 0, timestamp=0)
-            assert (found.error_code, found.offset) == (0, 0)
+        _fail_reads(monkeypatch, "t-1")
+        _assert_partition_1_answers(broker, "t", KafkaStorageError.errno)
 
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
@@ -237,21 +258,10 @@ def test_a_share_partition_whose_log_cannot_be_read_leaves_the_broker_and_its_ot
     delivered once its reads succeed (librdkafka's ShareConsumer, in a child process)."""
     broker = BrokerThread(tmp_path / "data").start()
     try:
-        with Conn(broker.host, broker.port) as conn:
-            conn.create_topic("s", partitions=2)
-            for p in (0, 1):
-                recs = [(None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
-                assert conn.produce("s", p, build_batch(recs)).error_code == 0
+        _ten_records_each(broker, "s", partitions=2)
         set_earliest(broker, "sg")  # type: ignore[arg-type]
 
-        pread = os.pread
-
-        def failing_pread(fd: int, n: int, offset: int) -> bytes:
-            if f"{os.sep}s-1{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            return pread(fd, n, offset)
-
-        monkeypatch.setattr(os, "pread", failing_pread)
+        _fail_reads(monkeypatch, "s-1")
         events = run_worker(broker, "sg", "s", 10, "implicit")  # type: ignore[arg-type]
         delivered = sorted((p, o) for p, o, _, _ in (e["rec"] for e in events if "rec" in e))
         assert delivered == [(0, o) for o in range(10)]
@@ -277,11 +287,7 @@ def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
     the group's operation, the InvalidBatch stopped the broker)."""
     broker = BrokerThread(tmp_path / "data").start()
     try:
-        with Conn(broker.host, broker.port) as conn:
-            conn.create_topic("c", partitions=2)
-            for p in (0, 1):
-                recs = [(None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
-                assert conn.produce("c", p, build_batch(recs)).error_code == 0
+        _ten_records_each(broker, "c", partitions=2)
         # The first batch's batchLength (bytes 8-11 of its header) says 5: shorter than a header.
         fd = os.open(tmp_path / "data" / "c-1" / "00000000000000000000.log", os.O_WRONLY)
         try:
@@ -289,13 +295,7 @@ def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
         finally:
             os.close(fd)
 
-        with Conn(broker.host, broker.port) as conn:
-            resp = conn.request(ApiKey.Fetch, 12, **fetch_request("c", [(0, 0), (1, 0)]))
-            parts = {p.partition_index: p for p in resp.responses[0].partitions}
-            assert resp.error_code == 0
-            assert parts[0].error_code == 0 and parts[0].records
-            assert parts[1].error_code == CorruptRecordError.errno
-            assert conn.list_offsets("c", 1, timestamp=0).error_code == CorruptRecordError.errno
+        _assert_partition_1_answers(broker, "c", CorruptRecordError.errno)
 
         set_earliest(broker, "cg")  # type: ignore[arg-type]
         # librdkafka's share consumer raises CORRUPT_MESSAGE to the application from poll(), as
@@ -317,7 +317,7 @@ def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
             timeout=120,
         )
         assert "Encountered corrupt message when fetching topic-partition c-1" in worker.stderr
-        assert "share fetch failed: the partition's log could not be read" in capfd.readouterr().out
+        assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out
         assert broker._thread is not None and broker._thread.is_alive()
         with Conn(broker.host, broker.port) as conn:  # and serving
             assert conn.fetch("c", 0, 0).error_code == 0
@@ -332,19 +332,9 @@ def test_a_share_fetch_whose_partition_cannot_be_read_is_answered_at_once_with_k
     Kafka completes a share fetch whose read failed, not after MaxWaitMs (raw ShareFetch v1)."""
     broker = BrokerThread(tmp_path / "data").start()
     try:
-        with Conn(broker.host, broker.port) as conn:
-            conn.create_topic("e", partitions=1)
-            recs = [(None, f"e-{i}".encode(), 1_700_000_000_000 + i) for i in range(10)]
-            assert conn.produce("e", 0, build_batch(recs)).error_code == 0
+        _ten_records_each(broker, "e", partitions=1)
         set_earliest(broker, "eg")  # type: ignore[arg-type]
-        pread = os.pread
-
-        def failing_pread(fd: int, n: int, offset: int) -> bytes:
-            if f"{os.sep}e-0{os.sep}" in os.readlink(f"/proc/self/fd/{fd}"):
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            return pread(fd, n, offset)
-
-        monkeypatch.setattr(os, "pread", failing_pread)
+        _fail_reads(monkeypatch, "e-0")
         with Conn(broker.host, broker.port) as conn:
             member = ShareMember(conn, "eg", ["e"])
             member.join(1)
