@@ -234,6 +234,19 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timest
     _pack_u32_into(buf, pos + CRC_OFFSET, crc_of(buf, pos, size))
 
 
+def decoded_records(batch: bytes | memoryview) -> list[Any]:
+    """The batch's records, decoded by kafka-python (and its codecs), or InvalidBatch for bytes
+    that do not decode into records: an unknown compression type, a payload that does not
+    decompress, or a stored batch whose body changed on disk since recovery checked its header.
+    Each fails in its own way (kafka-python's CorruptRecordError, ZstdError, lz4's RuntimeError,
+    gzip's BadGzipFile, an OSError, struct and index errors), and none may leave a read as
+    anything but a corrupt batch: inside a coordinator operation it would stop the broker."""
+    try:
+        return list(DefaultRecordBatch(bytes(batch)))
+    except Exception as e:
+        raise InvalidBatch(f"records do not decode: {type(e).__name__}: {e}") from e
+
+
 def first_offset_at_or_after(
     batch: bytes | memoryview, h: BatchHeader, timestamp: int, min_offset: int = 0
 ) -> tuple[int, int] | None:
@@ -248,7 +261,7 @@ def first_offset_at_or_after(
         return max(h.base_offset, min_offset), h.max_timestamp
     if h.max_timestamp < timestamp:
         return None
-    for record in DefaultRecordBatch(bytes(batch)):
+    for record in decoded_records(batch):
         if record.timestamp >= timestamp and record.offset >= min_offset:
             return record.offset, record.timestamp
     return None
@@ -258,7 +271,7 @@ def max_timestamp_offset(batch: bytes | memoryview, h: BatchHeader) -> int:
     """Offset of the record holding the batch's max timestamp (the first one, as Kafka picks)."""
     if h.attributes & ATTR_TIMESTAMP_TYPE:
         return h.base_offset
-    for record in DefaultRecordBatch(bytes(batch)):
+    for record in decoded_records(batch):
         if record.timestamp == h.max_timestamp:
             offset: int = record.offset
             return offset
@@ -516,15 +529,6 @@ def check_records_count(h: BatchHeader, records_bytes: int) -> None:
         raise InvalidBatch(f"{h.records_count} records cannot fit in {records_bytes} bytes")
 
 
-def _decompressed(batch: bytes) -> list[Any]:
-    """The records of a compressed batch (kafka-python's codecs), or InvalidBatch when its
-    compression type is unknown or its payload does not decompress into records."""
-    try:
-        return list(DefaultRecordBatch(bytes(batch)))
-    except Exception as e:  # each codec raises errors of its own (ZstdError, lz4's RuntimeError, ...)
-        raise InvalidBatch(f"compressed records do not decompress: {type(e).__name__}: {e}") from e
-
-
 def iter_key_values(
     data: bytes | bytearray, h: BatchHeader
 ) -> Iterator[tuple[int, bytes | None, bytes | None]]:
@@ -534,7 +538,7 @@ def iter_key_values(
     # Keys and values are bytes: a batch just built (a bytearray) is read from a copy.
     batch = data if isinstance(data, bytes) else bytes(data)
     if h.compression:
-        for r in _decompressed(batch):
+        for r in decoded_records(batch):
             yield r.offset, r.key, r.value
         return
     check_records_count(h, h.size - HEADER_SIZE)
@@ -585,7 +589,7 @@ def iter_key_values(
 def iter_records(batch: bytes, h: BatchHeader) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, timestamp, key, value) of every record of a batch that starts at byte 0."""
     if h.compression:
-        for r in _decompressed(batch):
+        for r in decoded_records(batch):
             yield r.offset, r.timestamp, r.key, r.value
         return
     check_records_count(h, h.size - HEADER_SIZE)

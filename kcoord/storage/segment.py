@@ -269,11 +269,20 @@ class Segment:
             return None
         pos = self.index.lookup(offset)
         while pos < self.size:
-            h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            h = self.header_at(pos)
             if h.last_offset >= offset:
                 return pos
             pos += h.size
         return None
+
+    def header_at(self, pos: int) -> BatchHeader:
+        """The header of the batch at ``pos``, which must lie within the segment: a length that
+        does not (bytes changed on disk since recovery checked them) raises InvalidBatch, where a
+        negative one made ``position_of`` loop for ever and a huge one a read of that size."""
+        h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
+        if h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD or pos + h.size > self.size:
+            raise InvalidBatch(f"batch at position {pos} of {self.path.name} has length {h.batch_length}")
+        return h
 
     def read(self, position: int, max_bytes: int) -> bytes:
         return os.pread(self.fd, min(max_bytes, self.size - position), position)

@@ -27,6 +27,7 @@ from tests.legacy_log import ShareMember, call
 from tests.wire import ApiKey, Conn, api, build_batch, fetch_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
 
 # Bytes any one file of the broker may hold: the coordinators' logs stay far below it, a
 # partition taking 64 KiB records reaches it after ~30 of them.
@@ -373,5 +374,87 @@ def test_a_share_fetch_whose_partition_cannot_be_read_is_answered_at_once_with_k
 
             monkeypatch.undo()
             assert len(member.fetch(100)) == 10  # the next fetch of the session acquires them
+    finally:
+        broker.stop()
+
+
+def _overwrite(tmp_path, partition_dir: str, position: int, data: bytes) -> None:
+    """Bytes of a running broker's first segment of ``partition_dir`` changed on disk."""
+    fd = os.open(tmp_path / "data" / partition_dir / "00000000000000000000.log", os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, position)
+    finally:
+        os.close(fd)
+
+
+def test_a_batch_length_that_points_outside_the_segment_is_corrupt_message_not_a_hung_broker(
+    tmp_path,
+) -> None:
+    """Finding a fetch offset past the first batch walks the batches from the index entry: a
+    length changed on disk to a negative one made that walk stand still for ever (the event loop
+    with it), one past the segment's end made a read that long. Both are CORRUPT_MESSAGE."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("n", partitions=2)
+            for p in (0, 1):
+                for first in (0, 10):  # two batches: offsets 0-9 and 10-19
+                    recs = [
+                        (None, f"p{p}-{i}".encode(), 1_700_000_000_000 + i) for i in range(first, first + 10)
+                    ]
+                    assert conn.produce("n", p, build_batch(recs)).error_code == 0
+        _overwrite(tmp_path, "n-1", 8, (-12).to_bytes(4, "big", signed=True))  # batch 0's batchLength
+        with Conn(broker.host, broker.port, timeout=10) as conn:
+            resp = conn.request(ApiKey.Fetch, 12, **fetch_request("n", [(0, 15), (1, 15)]))
+            parts = {p.partition_index: p for p in resp.responses[0].partitions}
+            assert (parts[0].error_code, parts[1].error_code) == (0, CorruptRecordError.errno)
+            assert parts[0].records
+        _overwrite(tmp_path, "n-1", 8, (1 << 30).to_bytes(4, "big"))
+        with Conn(broker.host, broker.port, timeout=10) as conn:
+            assert conn.fetch("n", 1, 15).error_code == CorruptRecordError.errno
+            assert conn.fetch("n", 1, 0).error_code == CorruptRecordError.errno
+    finally:
+        broker.stop()
+
+
+def test_a_corrupt_record_body_is_corrupt_message_and_a_share_group_reading_it_stops_nothing(
+    tmp_path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A timestamp lookup decodes the records of a batch: a body changed on disk (its header
+    intact) failed there as kafka-python's CorruptRecordError, UNKNOWN_SERVER_ERROR for the whole
+    ListOffsets, and in a share group's by_duration start offset it stopped the broker."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        _ten_records_each(broker, "b", partitions=1)
+        _overwrite(tmp_path, "b-0", 61, b"\xff")  # the first record's length, right after the header
+        with Conn(broker.host, broker.port) as conn:
+            assert conn.list_offsets("b", 0, timestamp=0).error_code == CorruptRecordError.errno
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        reset = ConfigEntry(
+            "share.auto.offset.reset", "by_duration:P30000D", incremental_operation=AlterConfigOpType.SET
+        )
+        for fut in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.GROUP, "bg", incremental_configs=[reset])]
+        ).values():
+            fut.result(timeout=30)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.share_confluent_worker",
+                broker.bootstrap,
+                "bg",
+                "b",
+                "1",
+                "implicit",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            timeout=120,
+        )
+        assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out
+        assert broker._thread is not None and broker._thread.is_alive()
+        with Conn(broker.host, broker.port) as conn:  # and serving
+            assert conn.list_offsets("b", 0, timestamp=-1).offset == 10
     finally:
         broker.stop()
