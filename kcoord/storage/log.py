@@ -433,7 +433,7 @@ class Log:
                 break
             end = h.position + h.size
         if end == 0 and min_one:
-            h = seg.header_at(pos)  # a batch larger than max_bytes, or a length that is wrong
+            h = seg.checked(records.read_header(data), pos)  # larger than max_bytes, or wrong
             if h.base_offset < max_offset:
                 return data if len(data) == h.size else seg.read(pos, h.size)
             return b""

@@ -141,7 +141,7 @@ class Segment:
                     h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
                 except InvalidBatch:
                     break
-                if h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD or pos + h.size > self.size:
+                if not self._within(h, pos):
                     break
                 h.position = pos
                 out.append(h)
@@ -166,8 +166,7 @@ class Segment:
             except InvalidBatch:
                 break
             if (
-                h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD
-                or pos + h.size > self.size
+                not self._within(h, pos)
                 or h.magic != 2
                 or h.base_offset < self.next_offset
                 or h.last_offset_delta < 0
@@ -276,13 +275,20 @@ class Segment:
         return None
 
     def header_at(self, pos: int) -> BatchHeader:
-        """The header of the batch at ``pos``, which must lie within the segment: a length that
-        does not (bytes changed on disk since recovery checked them) raises InvalidBatch, where a
-        negative one made ``position_of`` loop for ever and a huge one a read of that size."""
-        h = records.read_header(os.pread(self.fd, HEADER_SIZE, pos))
-        if h.batch_length < HEADER_SIZE - records.LOG_OVERHEAD or pos + h.size > self.size:
+        """The header of the batch at ``pos`` (see ``checked``)."""
+        return self.checked(records.read_header(os.pread(self.fd, HEADER_SIZE, pos)), pos)
+
+    def checked(self, h: BatchHeader, pos: int) -> BatchHeader:
+        """``h``, read at ``pos``, if its batch lies within the segment: a length that does not
+        (bytes changed on disk since recovery checked them) raises InvalidBatch, where a negative
+        one made ``position_of`` loop for ever and a huge one a read of that size."""
+        if not self._within(h, pos):
             raise InvalidBatch(f"batch at position {pos} of {self.path.name} has length {h.batch_length}")
         return h
+
+    def _within(self, h: BatchHeader, pos: int) -> bool:
+        """The batch read at ``pos`` has a sound length and ends inside the segment."""
+        return h.batch_length >= HEADER_SIZE - records.LOG_OVERHEAD and pos + h.size <= self.size
 
     def read(self, position: int, max_bytes: int) -> bytes:
         return os.pread(self.fd, min(max_bytes, self.size - position), position)
