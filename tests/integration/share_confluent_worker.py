@@ -7,8 +7,8 @@ MODE is ``explicit`` (acknowledge every record, RELEASE for values in RELEASE_ON
 their first delivery, ACCEPT otherwise, then commit_sync after each poll), ``implicit``, or
 ``delete-topic`` (implicit, and the topic is deleted before the final commit_sync).
 Polls until RECORDS distinct offsets have been accepted, then close(). Prints one JSON line
-per event: {"rec": [partition, offset, delivery count, value]}, {"commit": [partition, offsets, error]} and
-finally {"closed": true}.
+per event: {"rec": [partition, offset, delivery count, value]}, {"commit": [partition, offsets, error]},
+{"poll_error": message} (then exit status 1) and finally {"closed": true}.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def emit(obj: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
     bootstrap, group, topic, records, mode = argv[:5]
     release_once = set(argv[5].split(",")) if len(argv) > 5 and argv[5] else set()
@@ -46,7 +46,18 @@ def main(argv: list[str]) -> int:
     released: set[str] = set()
     deadline = time.monotonic() + 60
     while len(accepted) < int(records) and time.monotonic() < deadline:
-        msgs = consumer.poll(0.5)
+        try:
+            msgs = consumer.poll(0.5)
+        except KafkaException as e:
+            # An error poll() raises (a corrupt batch) ends the worker, but through close().
+            # Left to the interpreter's exit, the handle is destroyed while Python finalizes, and
+            # a librdkafka thread calling back into Python then (the commit callback) waits for
+            # a GIL it never gets: CI saw the worker hang there for 120 s after the error.
+            print(f"poll raised: {e}", file=sys.stderr, flush=True)
+            emit({"poll_error": str(e)})
+            consumer.close()
+            emit({"closed": True})
+            return 1
         for m in msgs:
             if m.error() is not None:
                 emit({"error": str(m.error())})
