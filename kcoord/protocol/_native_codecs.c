@@ -1,11 +1,13 @@
-/* The byte layouts every offset commit and offset fetch writes, in C.
+/* The byte layouts every offset commit and offset fetch writes, in C, and the scan of those
+ * records' keys that the log cleaner makes.
  *
  * Issue 15: compiled with mypyc, writing one OffsetCommit's record value, its record in the
  * coordinator's batch and its answer still took ~9 k of its ~55 k instructions, one to_bytes
  * call, bytes object and join per field. These functions write the same bytes into one buffer.
- * They are optional: without a C compiler kcoord uses the Python encoders they mirror
- * (kcoord/protocol/offsets_codec.py, kcoord/groups/records.py, kcoord/protocol/records.py), and
- * tests/unit/test_native_codecs.py checks both give the same bytes.
+ * They are optional: without a C compiler kcoord uses the Python code they mirror
+ * (kcoord/protocol/offsets_codec.py, kcoord/groups/records.py, kcoord/protocol/records.py,
+ * kcoord/storage/record_filter.py), and tests/unit/test_native_codecs.py checks both give the
+ * same answers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -388,6 +390,98 @@ static PyObject *batch_body(PyObject *self, PyObject *const *args, Py_ssize_t na
     return out_bytes(&o);
 }
 
+/* A zigzag varint of at most max_bytes bytes starting at *pos, ending at or before end: 0, or -1
+ * when it is longer or runs past end (Kafka's ByteUtils refuses a varint over 5 bytes and a
+ * varlong over 10). */
+static int read_zigzag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out) {
+    uint64_t raw = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*pos >= end) return -1;
+        unsigned char b = buf[(*pos)++];
+        raw |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+typedef struct {
+    const char *data;
+    Py_ssize_t len;
+} Prefix;
+
+/* 1: every record starts its key with a prefix; 0: one does not (or has a null key); -1: a record
+ * runs past the body or past its own length. */
+static int scan_keys(const unsigned char *body, Py_ssize_t n, Py_ssize_t count, const Prefix *prefixes,
+                     Py_ssize_t n_prefixes) {
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        int64_t length, skip, klen;
+        if (read_zigzag(body, &pos, n, 5, &length) < 0 || length < 0 || length > n - pos) return -1;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if (pos >= end) return -1; /* attributes */
+        pos++;
+        if (read_zigzag(body, &pos, end, 10, &skip) < 0 || read_zigzag(body, &pos, end, 5, &skip) < 0 ||
+            read_zigzag(body, &pos, end, 5, &klen) < 0)
+            return -1;
+        if (klen < 0) return 0;
+        if (klen > end - pos) return -1;
+        int found = 0;
+        for (Py_ssize_t i = 0; i < n_prefixes && !found; i++)
+            found = prefixes[i].len <= klen && memcmp(body + pos, prefixes[i].data, (size_t)prefixes[i].len) == 0;
+        if (!found) return 0;
+        pos = end;
+    }
+    return 1;
+}
+
+/* keys_start_with(body, count, prefixes) -> bool
+ * Whether each of the first count records of an uncompressed batch body has a key starting with
+ * one of prefixes (a tuple of bytes); ValueError when a record runs past the body or its own
+ * length. The log cleaner's test that a log gained only offset-commit history, over every record
+ * of the log: run without the GIL (body is immutable bytes), so the event loop serves meanwhile,
+ * where the Python loop (kcoord/storage/record_filter.py, which this mirrors) held it ~0.13 ms per
+ * 1,000-record batch and 0.2-0.9 s per pass over 1.7 M offset commits. */
+static PyObject *keys_start_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 3, "keys_start_with")) return NULL;
+    PyObject *body = args[0], *tuple = args[2];
+    if (!PyBytes_Check(body) || !PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "keys_start_with(body: bytes, count: int, prefixes: tuple)");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n_prefixes = PyTuple_GET_SIZE(tuple);
+    Prefix small[8];
+    Prefix *prefixes = n_prefixes <= 8 ? small : PyMem_Malloc((size_t)n_prefixes * sizeof(Prefix));
+    if (prefixes == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n_prefixes; i++) {
+        PyObject *p = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(p)) {
+            if (prefixes != small) PyMem_Free(prefixes);
+            PyErr_SetString(PyExc_TypeError, "keys_start_with: a prefix is bytes");
+            return NULL;
+        }
+        /* The tuple holds them (and the caller the tuple) while the GIL is released. */
+        prefixes[i].data = PyBytes_AS_STRING(p);
+        prefixes[i].len = PyBytes_GET_SIZE(p);
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
+    Py_ssize_t n = PyBytes_GET_SIZE(body);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_keys(data, n, count, prefixes, n_prefixes);
+    Py_END_ALLOW_THREADS
+    if (prefixes != small) PyMem_Free(prefixes);
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "a record runs past the end of its batch");
+        return NULL;
+    }
+    return PyBool_FromLong(rc);
+}
+
 static PyMethodDef methods[] = {
     {"offset_value", (PyCFunction)(void (*)(void))offset_value, METH_FASTCALL,
      "offset_value(offset, leader_epoch, metadata, commit_timestamp) -> bytes"},
@@ -396,6 +490,8 @@ static PyMethodDef methods[] = {
     {"fetch_answer", (PyCFunction)(void (*)(void))fetch_answer, METH_FASTCALL,
      "fetch_answer(version, topics, error, groups[, correlation_id, tagged]) -> bytes"},
     {"batch_body", (PyCFunction)(void (*)(void))batch_body, METH_FASTCALL, "batch_body(entries) -> bytes"},
+    {"keys_start_with", (PyCFunction)(void (*)(void))keys_start_with, METH_FASTCALL,
+     "keys_start_with(body, count, prefixes) -> bool"},
     {NULL, NULL, 0, NULL},
 };
 

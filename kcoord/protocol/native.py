@@ -42,6 +42,8 @@ class NativeCodecs(Protocol):
 
     def batch_body(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> bytes: ...
 
+    def keys_start_with(self, body: bytes, count: int, prefixes: tuple[bytes, ...]) -> bool: ...
+
 
 def load_extension(name: str, source: Path, what: str) -> ModuleType | None:
     """Import the C extension ``name`` built from ``source``, or None when it must not run: it was

@@ -40,6 +40,7 @@ from kafka.codec import (
 )
 
 from kcoord.protocol import records
+from kcoord.protocol.native import codecs as _native
 from kcoord.protocol.records import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
 ATTR_DELETE_HORIZON: Final = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is a horizon
@@ -195,28 +196,60 @@ def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
 
 def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) -> bool:
     """Whether every record of a batch (its uncompressed records) has a key starting with one of
-    ``prefixes``: the cleaner's check that a log gained only history (a C loop, no objects made
-    per record)."""
+    ``prefixes``: the cleaner's check that a log gained only history. In C when the module is
+    built (``_native_codecs.c``): it runs without the GIL, where this loop held it from the event
+    loop for 0.2-0.9 s per pass over 1.7 M offset commits."""
     records.check_records_count(h, len(body))
-    try:
-        pos = 0
-        for _ in range(h.records_count):
-            length, pos = _varint(body, pos)
-            end = pos + length
-            if end > len(body):
-                raise IndexError(end)  # startswith would read a cut key as a whole one
-            pos += 1  # attributes
-            _ts_delta, pos = _varint(body, pos)
-            _off_delta, pos = _varint(body, pos)
-            klen, pos = _varint(body, pos)
-            if pos + klen > end:
-                raise IndexError(pos + klen)
-            if klen < 0 or not body.startswith(prefixes, pos, pos + klen):
-                return False
-            pos = end
-    except (IndexError, ValueError, OverflowError):
-        raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
+    if _native is not None and type(body) is bytes:
+        try:
+            return _native.keys_start_with(body, h.records_count, prefixes)
+        except ValueError:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True) from None
+    return keys_start_with_python(body, h.records_count, prefixes)
+
+
+_RUNS_PAST: Final = "a record runs past the end of its batch"
+
+
+def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...]) -> bool:
+    """``keys_start_with``'s loop, in Python (the C module mirrors it): a null key is not history;
+    a record whose length, fields or key run past the body or its own end is InvalidBatch, as is
+    a varint longer than Kafka's ByteUtils reads (5 bytes, 10 for the timestamp delta)."""
+    pos = 0
+    n = len(body)
+    for _ in range(count):
+        length, pos = _bounded_varint(body, pos, n, 5)
+        if length < 0 or length > n - pos:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+        end = pos + length
+        if pos >= end:  # no room for the attributes
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+        pos += 1
+        _ts_delta, pos = _bounded_varint(body, pos, end, 10)
+        _off_delta, pos = _bounded_varint(body, pos, end, 5)
+        klen, pos = _bounded_varint(body, pos, end, 5)
+        if klen < 0:
+            return False
+        if klen > end - pos:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+        if not body.startswith(prefixes, pos, pos + klen):
+            return False
+        pos = end
     return True
+
+
+def _bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of at most ``max_bytes`` bytes that ends by ``end``."""
+    result = 0
+    for i in range(max_bytes):
+        if pos >= end:
+            break
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+    raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
 
 
 def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int | None = None) -> bytearray:

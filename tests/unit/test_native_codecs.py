@@ -138,6 +138,90 @@ def test_a_batch_of_more_records_than_the_small_varints_matches() -> None:
     _same(lambda: codecs.batch_body(entries), lambda: batch_records.batch_body_python(entries))
 
 
+def _key_scan(scan: Callable[[], bool]) -> bool | str:
+    """A key scan's answer, or "invalid" for a record it found running past its batch."""
+    try:
+        return scan()
+    except (ValueError, batch_records.InvalidBatch):  # C's ValueError, Python's InvalidBatch
+        return "invalid"
+
+
+history_keys = st.none() | st.sampled_from([b"\x00\x01", b"\x00\x00", b"\x00"]).flatmap(
+    lambda head: st.binary(max_size=40).map(lambda rest: head + rest)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(history_keys, min_size=1, max_size=8),
+    prefixes=st.sampled_from([(b"\x00\x01",), (b"\x00\x00", b"\x00\x01"), (b"",), ()]),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    cut=st.integers(0, 40),
+    extra=st.integers(-2, 2),
+)
+def test_key_scans_match(
+    keys: list[bytes | None],
+    prefixes: tuple[bytes, ...],
+    damage: list[tuple[int, int]],
+    cut: int,
+    extra: int,
+) -> None:
+    """The cleaner's key scan (storage/record_filter.py) gives the same answer in C and Python on
+    the records of coordinator batches, and on those bytes changed, cut short, or miscounted."""
+    assert codecs is not None
+    from kcoord.storage.record_filter import keys_start_with_python
+
+    body = bytearray(batch_records.batch_body_python([(k, b"value") for k in keys]))
+    for at, byte in damage:
+        body[at % len(body)] = byte
+    data = bytes(body[: len(body) - cut] if cut < len(body) else body)
+    count = max(len(keys) + extra, 0)
+    native = _key_scan(lambda: codecs.keys_start_with(data, count, prefixes))
+    assert native == _key_scan(lambda: keys_start_with_python(data, count, prefixes))
+    if not damage and not cut and extra == 0:  # the records as written: no error either way
+        expected = all(k is not None and k.startswith(prefixes) for k in keys)
+        assert native is expected
+
+
+def test_a_key_scan_lets_other_threads_run() -> None:
+    """The scan runs without the GIL. With the switch interval out of reach, a thread waiting for
+    the GIL runs only while this one lets go of it: holding it through the call, the counter
+    could never move between the two reads around it."""
+    import sys
+    import threading
+    import time
+
+    assert codecs is not None
+    body = batch_records.batch_body_python([(b"\x00\x01" + b"k" * 30, b"v")] * 100_000)
+    ticks = 0
+    stop = False
+
+    def count() -> None:
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+            time.sleep(0)  # gives the GIL back
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100)
+    thread = threading.Thread(target=count)
+    thread.start()
+    moved = []
+    try:
+        for _ in range(20):
+            before = ticks
+            assert codecs.keys_start_with(body, 100_000, (b"\x00\x01",)) is True
+            moved.append(ticks - before)
+            if moved[-1]:
+                break
+            time.sleep(0.001)
+    finally:
+        stop = True
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert any(moved), moved
+
+
 @pytest.mark.parametrize(
     "answer, version",
     [
