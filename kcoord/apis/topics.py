@@ -201,7 +201,18 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
                 )
             )
             continue
-        pm.delete_topic(topic)
+        try:
+            pm.delete_topic(topic)
+        except OSError as e:  # topics.json could not be written: the topic is still there
+            results.append(
+                _DResult(
+                    name=topic.name,
+                    topic_id=topic.topic_id,
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    error_message=f"the topic's deletion could not be recorded: {e}",
+                )
+            )
+            continue
         services.share.topic_deleted(topic.topic_id)
         results.append(_DResult(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return _DResp(throttle_time_ms=0, responses=results)

@@ -550,18 +550,39 @@ class PartitionManager:
         self._write_topics_file()
 
     def delete_topic(self, topic: Topic) -> None:
-        self._drop(topic)
-        self._write_topics_file()
+        """The topic leaves topics.json first, then its logs leave the disk: a crash in between
+        leaves directories that the next start removes as a deleted topic's (``_remove_orphans``),
+        where the other order brought the topic back, empty, from topics.json. Kafka likewise
+        records a deletion in its metadata log before it removes the logs. Raises OSError, with
+        nothing deleted, when topics.json cannot be written."""
+        self._forget(topic)
+        try:
+            self._write_topics_file()
+        except OSError:
+            self._register(topic)
+            raise
+        self._delete_logs(topic)
         log.info("deleted topic", topic=topic.name)
 
     def _drop(self, topic: Topic) -> None:
+        self._forget(topic)
+        self._delete_logs(topic)
+
+    def _forget(self, topic: Topic) -> None:
         self.topics.pop(topic.name, None)
         self.by_id.pop(topic.topic_id, None)
         self.version += 1
+
+    def _delete_logs(self, topic: Topic) -> None:
         for p in topic.partitions:
             p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
             self.cleaner.unregister(p.log)
-            p.log.delete()
+            try:
+                p.log.delete()
+            except OSError as e:  # the topic is gone all the same: the next start removes the rest
+                log.warning(
+                    "could not remove a deleted partition's files", dir=str(p.log.directory), error=str(e)
+                )
         topic.partitions.clear()
 
     def add_internal_topic(self, name: str, logs: list[Log], configs: dict[str, str]) -> Topic:

@@ -462,3 +462,38 @@ def test_a_corrupt_record_body_is_corrupt_message_and_a_share_group_reading_it_s
             assert conn.list_offsets("b", 0, timestamp=-1).offset == 10
     finally:
         broker.stop()
+
+
+def test_a_delete_topics_whose_deletion_cannot_be_recorded_answers_kafka_storage_error_and_deletes_nothing(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """topics.json is written before a deleted topic's files go: when it cannot be (a full disk),
+    DeleteTopics answers KAFKA_STORAGE_ERROR for the topic, whose records are all still there, and
+    deletes it once the disk takes the write (kafka-python's admin client)."""
+    from kafka.admin import KafkaAdminClient
+
+    broker = BrokerThread(tmp_path / "data").start()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        _ten_records_each(broker, "d", partitions=2)
+        replace = os.replace
+
+        def full_disk(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+            if os.fspath(dst).endswith("topics.json"):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            replace(src, dst)
+
+        monkeypatch.setattr(os, "replace", full_disk)
+        with pytest.raises(KafkaStorageError):
+            admin.delete_topics(["d"], timeout_ms=10_000)
+        assert "d" in admin.list_topics()
+        values = [v for _, v in _read_partition(broker.bootstrap, "d", 1)]
+        assert values == [f"p1-{i}".encode() for i in range(10)]
+
+        monkeypatch.setattr(os, "replace", replace)
+        admin.delete_topics(["d"], timeout_ms=10_000)
+        assert "d" not in admin.list_topics()
+        assert not (tmp_path / "data" / "d-0").exists()
+    finally:
+        admin.close()
+        broker.stop()
