@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 
 def emit(obj: object) -> None:
@@ -23,7 +24,7 @@ def emit(obj: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+    from confluent_kafka import ShareConsumer
 
     bootstrap, group, topic, records, mode = argv[:5]
     release_once = set(argv[5].split(",")) if len(argv) > 5 and argv[5] else set()
@@ -41,22 +42,32 @@ def main(argv: list[str]) -> int:
             emit({"commit": [tp.partition, sorted(offs), None if exc is None else str(exc)]})
 
     consumer.set_acknowledgement_commit_callback(on_commit)
+    # Whatever ends the worker, the consumer is closed before the interpreter exits: CI saw a
+    # worker whose poll() had raised (a corrupt batch) still running 120 s later, its handle left
+    # to be destroyed during the interpreter's finalization.
+    try:
+        return consume(consumer, bootstrap, topic, int(records), mode, release_once)
+    finally:
+        consumer.close()
+        emit({"closed": True})
+
+
+def consume(
+    consumer: Any, bootstrap: str, topic: str, records: int, mode: str, release_once: set[str]
+) -> int:
+    from confluent_kafka import AcknowledgeType, KafkaException
+
+    explicit = mode == "explicit"
     consumer.subscribe([topic])
     accepted: set[tuple[int, int]] = set()
     released: set[str] = set()
     deadline = time.monotonic() + 60
-    while len(accepted) < int(records) and time.monotonic() < deadline:
+    while len(accepted) < records and time.monotonic() < deadline:
         try:
             msgs = consumer.poll(0.5)
-        except KafkaException as e:
-            # An error poll() raises (a corrupt batch) ends the worker, but through close().
-            # Left to the interpreter's exit, the handle is destroyed while Python finalizes, and
-            # a librdkafka thread calling back into Python then (the commit callback) waits for
-            # a GIL it never gets: CI saw the worker hang there for 120 s after the error.
+        except KafkaException as e:  # e.g. CORRUPT_MESSAGE: the worker fails, naming it
             print(f"poll raised: {e}", file=sys.stderr, flush=True)
             emit({"poll_error": str(e)})
-            consumer.close()
-            emit({"closed": True})
             return 1
         for m in msgs:
             if m.error() is not None:
@@ -87,8 +98,6 @@ def main(argv: list[str]) -> int:
             consumer.commit_sync()  # accepts the records of the last poll
         except Exception as e:  # the acknowledgements of a deleted topic fail
             emit({"commit_sync": str(e)})
-    consumer.close()
-    emit({"closed": True})
     return 0
 
 

@@ -318,7 +318,7 @@ def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
             timeout=120,
         )
         assert "Encountered corrupt message when fetching topic-partition c-1" in worker.stderr
-        assert (worker.returncode, worker.stdout.splitlines()[-1]) == (1, '{"closed": true}')
+        assert (worker.returncode, worker.stdout.splitlines()[-1:]) == (1, ['{"closed": true}'])
         assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out
         assert broker._thread is not None and broker._thread.is_alive()
         with Conn(broker.host, broker.port) as conn:  # and serving
@@ -455,7 +455,7 @@ def test_a_corrupt_record_body_is_corrupt_message_and_a_share_group_reading_it_s
             timeout=120,
         )
         assert "Encountered corrupt message when fetching topic-partition b-0" in worker.stderr
-        assert (worker.returncode, worker.stdout.splitlines()[-1]) == (1, '{"closed": true}')
+        assert (worker.returncode, worker.stdout.splitlines()[-1:]) == (1, ['{"closed": true}'])
         assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out
         assert broker._thread is not None and broker._thread.is_alive()
         with Conn(broker.host, broker.port) as conn:  # and serving

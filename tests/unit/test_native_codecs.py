@@ -183,6 +183,48 @@ def test_key_scans_match(
         assert native is expected
 
 
+def _padded(zigzag: int, size: int) -> bytes:
+    """A varint of a small zigzag value written in ``size`` bytes (continuation bytes of zeros)."""
+    if size == 1:
+        return bytes([zigzag])
+    return bytes([zigzag | 0x80]) + b"\x80" * (size - 2) + b"\x00"
+
+
+def _record(length: int = 1, ts: int = 1, klen: int = 1, null_key: bool = False) -> bytes:
+    """One record with key b"\x00\x01" and a null value, its record length, timestamp delta and
+    key length varints written in that many bytes."""
+    key = b"" if null_key else b"\x00\x01"
+    rest = b"\x00" + _padded(0, ts) + b"\x00" + _padded(1 if null_key else 4, klen) + key + b"\x01\x00"
+    return _padded(2 * len(rest), length) + rest
+
+
+@pytest.mark.parametrize(
+    "body, answer",
+    [
+        (_record(), True),
+        (_record(ts=10), True),  # Kafka's longest varlong
+        (_record(ts=11), "invalid"),
+        (_record(length=5), True),  # Kafka's longest varint
+        (_record(length=6), "invalid"),
+        (_record(klen=5), True),
+        (_record(klen=6), "invalid"),
+        # the record's length ends it before its key length: the byte after it, read as one
+        # (a null key), would answer False
+        (b"\x06\x00\x00\x00" + b"\x01", "invalid"),
+        (_record(null_key=True), False),
+    ],
+)
+def test_key_scans_match_on_the_edges_of_a_record(body: bytes, answer: bool | str) -> None:
+    """Kafka's varint limits (5 bytes, 10 for the timestamp delta) and a record's own end bound
+    the scan, in C and in Python alike."""
+    assert codecs is not None
+    from kcoord.storage.record_filter import keys_start_with_python
+
+    prefixes = (b"\x00\x01",)
+    assert _key_scan(lambda: codecs.keys_start_with(body, 1, prefixes)) == answer
+    assert _key_scan(lambda: keys_start_with_python(body, 1, prefixes)) == answer
+
+
 def test_a_key_scan_lets_other_threads_run() -> None:
     """The scan runs without the GIL. With the switch interval out of reach, a thread waiting for
     the GIL runs only while this one lets go of it: holding it through the call, the counter
