@@ -25,6 +25,7 @@ from kcoord.apis.authorization import Op, cluster_authorized, topic_authorized
 from kcoord.apis.config_sources import topic_config_source
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
+from kcoord.dataplane.partitions import Topic
 from kcoord.dataplane.topic_config import TOPIC_CONFIGS, effective
 from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.protocol.errors import ErrorCode, KafkaError
@@ -193,29 +194,26 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
             continue
         if topic.internal:
             results.append(
-                _DResult(
-                    name=topic.name,
-                    topic_id=topic.topic_id,
-                    error_code=ErrorCode.INVALID_REQUEST,
-                    error_message=f"internal topic {topic.name} cannot be deleted",
-                )
+                _deleted(topic, ErrorCode.INVALID_REQUEST, f"internal topic {topic.name} cannot be deleted")
             )
             continue
         try:
             pm.delete_topic(topic)
         except OSError as e:  # topics.json could not be written: the topic is still there
             results.append(
-                _DResult(
-                    name=topic.name,
-                    topic_id=topic.topic_id,
-                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
-                    error_message=f"the topic's deletion could not be recorded: {e}",
+                _deleted(
+                    topic, ErrorCode.KAFKA_STORAGE_ERROR, f"the topic's deletion could not be recorded: {e}"
                 )
             )
             continue
         services.share.topic_deleted(topic.topic_id)
-        results.append(_DResult(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
+        results.append(_deleted(topic, 0))
     return _DResp(throttle_time_ms=0, responses=results)
+
+
+def _deleted(topic: Topic, code: int, message: str | None = None) -> Any:
+    """A DeleteTopics result naming ``topic``."""
+    return _DResult(name=topic.name, topic_id=topic.topic_id, error_code=code, error_message=message)
 
 
 def _deny(name: str | None, topic_id: uuid.UUID) -> Any:
