@@ -30,6 +30,7 @@ from kcoord.dataplane.topic_config import TOPIC_CONFIGS, effective
 from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
+from kcoord.storage.atomic import DirectoryNotSynced
 
 ZERO_UUID = uuid.UUID(int=0)
 _CResp = response_class(ApiKey.CreateTopics)
@@ -199,12 +200,13 @@ def handle_delete(services: Services, ctx: RequestContext, req: Any) -> Any:
             continue
         try:
             pm.delete_topic(topic)
+        except DirectoryNotSynced as e:  # deleted, but a crash may bring it back (whole)
+            message = f"the topic is deleted, but its deletion may not survive a crash: {e}"
+            results.append(_deleted(topic, ErrorCode.KAFKA_STORAGE_ERROR, message))
+            continue
         except OSError as e:  # topics.json could not be written: the topic is still there
-            results.append(
-                _deleted(
-                    topic, ErrorCode.KAFKA_STORAGE_ERROR, f"the topic's deletion could not be recorded: {e}"
-                )
-            )
+            message = f"the topic's deletion could not be recorded: {e}"
+            results.append(_deleted(topic, ErrorCode.KAFKA_STORAGE_ERROR, message))
             continue
         services.share.topic_deleted(topic.topic_id)
         results.append(_deleted(topic, 0))

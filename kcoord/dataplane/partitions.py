@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import uuid
@@ -41,7 +42,7 @@ from kcoord.dataplane.topic_config import effective, validate_topic_configs
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.records import BatchHeader
-from kcoord.storage.atomic import atomic_write
+from kcoord.storage.atomic import DirectoryNotSynced, atomic_write
 from kcoord.storage.flush import Flusher
 from kcoord.storage.log import Log, LogConfig, OffsetOutOfRange
 from kcoord.storage.log_cleaner import LogCleaner
@@ -475,8 +476,17 @@ class PartitionManager:
             cache_retain_bytes=c.log_cache_retain_bytes,
         )
 
-    def _open_partition(self, topic: Topic, index: int) -> Partition:
+    def _open_partition(self, topic: Topic, index: int, fresh: bool = False) -> Partition:
+        """Open (or create) a partition's log; ``fresh``: one that did not exist, whose directory,
+        if there is one, is a deleted topic's that could not be removed (or whose removal a crash
+        cut short): it goes, as start-up would remove it, rather than becoming the new
+        partition's log."""
         directory = self.data_dir / f"{topic.name}-{index}"
+        if fresh and directory.exists():
+            log.warning("removing a deleted topic's partition directory", dir=str(directory))
+            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}-delete")
+            os.rename(directory, doomed)
+            _rmtree(doomed)
         new = not directory.exists()
         lg = Log.open(directory, self.log_config(topic.configs), self.flusher, unclean=self.unclean_start)
         if new:
@@ -511,8 +521,11 @@ class PartitionManager:
         self._register(topic)
         try:
             for p in range(num_partitions):
-                self._open_partition(topic, p)
+                self._open_partition(topic, p, fresh=True)
             self._write_topics_file()
+        except OSError as e:  # a full or failing disk: the topic's result says so
+            self._drop(topic)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the topic could not be created: {e}") from e
         except Exception:
             self._drop(topic)
             raise
@@ -545,7 +558,7 @@ class PartitionManager:
         if validate_only:
             return
         for p in range(current, count):
-            self._open_partition(topic, p)
+            self._open_partition(topic, p, fresh=True)
         self.version += 1
         self._write_topics_file()
 
@@ -554,10 +567,15 @@ class PartitionManager:
         leaves directories that the next start removes as a deleted topic's (``_remove_orphans``),
         where the other order brought the topic back, empty, from topics.json. Kafka likewise
         records a deletion in its metadata log before it removes the logs. Raises OSError, with
-        nothing deleted, when topics.json cannot be written."""
+        nothing deleted, when topics.json cannot be written; DirectoryNotSynced when it was but may
+        not survive a crash: the topic is gone, and its files stay until a start finds them a
+        deleted topic's (or, the old topics.json back, the topic whole)."""
         self._forget(topic)
         try:
             self._write_topics_file()
+        except DirectoryNotSynced:
+            self._delete_logs(topic, remove_files=False)
+            raise
         except OSError:
             self._register(topic)
             raise
@@ -573,12 +591,15 @@ class PartitionManager:
         self.by_id.pop(topic.topic_id, None)
         self.version += 1
 
-    def _delete_logs(self, topic: Topic) -> None:
+    def _delete_logs(self, topic: Topic, remove_files: bool = True) -> None:
         for p in topic.partitions:
             p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
             self.cleaner.unregister(p.log)
             try:
-                p.log.delete()
+                if remove_files:
+                    p.log.delete()
+                else:
+                    p.log.close()
             except OSError as e:  # the topic is gone all the same: the next start removes the rest
                 log.warning(
                     "could not remove a deleted partition's files", dir=str(p.log.directory), error=str(e)

@@ -47,3 +47,71 @@ def test_a_crash_between_recording_a_deletion_and_removing_the_files_finishes_it
     assert sorted(again.topics) == ["kept"]
     assert not any(d.name.startswith("gone-") for d in tmp_path.iterdir())
     again.close()
+
+
+def test_a_topic_created_again_where_a_deleted_ones_files_were_left_starts_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted topic's directory that could not be removed (logged, left to the next start)
+    does not become the log of a topic created under the same name before that start."""
+    from tests.wire import build_batch
+
+    pm = _manager(tmp_path)
+    old = pm.create_topic("x", 1, {})
+    old.partitions[0].log.append(*_batch(build_batch([(None, b"old", 1_700_000_000_000)])), now_ms=0)
+    rename = os.rename
+
+    def refused(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if os.fspath(dst).endswith("-delete"):
+            raise PermissionError(13, "Permission denied")
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", refused)
+    pm.delete_topic(old)  # recorded: the files' removal failing is logged
+    monkeypatch.setattr(os, "rename", rename)
+    assert (tmp_path / "x-0").exists() and "x" not in pm.topics
+
+    new = pm.create_topic("x", 1, {})
+    assert new.partitions[0].log.log_end_offset == 0
+    assert new.topic_id != old.topic_id
+    metadata = (tmp_path / "x-0" / "partition.metadata").read_text()
+    assert str(old.topic_id) not in metadata and _b64(new.topic_id) in metadata
+    pm.close()
+
+
+def test_a_deletion_whose_directory_sync_failed_leaves_the_files_for_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """topics.json replaced but its directory not synced: the topic is gone (as topics.json says)
+    and DirectoryNotSynced is raised, but its files stay, so that a crash that brings the old
+    topics.json back brings the topic back whole."""
+    from kcoord.storage.atomic import DirectoryNotSynced
+
+    pm = _manager(tmp_path)
+    pm.create_topic("y", 2, {})
+    fsync = os.fsync
+
+    def failing_directory_sync(fd: int) -> None:
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(5, "Input/output error")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_directory_sync)
+    with pytest.raises(DirectoryNotSynced):
+        pm.delete_topic(pm.topics["y"])
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert "y" not in pm.topics
+    assert '"y"' not in (tmp_path / "topics.json").read_text()
+    assert (tmp_path / "y-0").exists() and (tmp_path / "y-1").exists()
+
+
+def _batch(data: bytes) -> tuple[bytes, list]:
+    from kcoord.protocol import records
+
+    return data, list(records.iter_headers(data))
+
+
+def _b64(topic_id: object) -> str:
+    from kcoord.dataplane.partitions import uuid_to_base64
+
+    return uuid_to_base64(topic_id)  # type: ignore[arg-type]

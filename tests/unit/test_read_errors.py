@@ -31,8 +31,15 @@ def test_a_partition_failing_again_and_again_is_logged_once_a_minute(clock: list
         assert len(logs) == 1 and "failures_since_last_logged" not in logs[0]
         clock[0] += 1
         unreadable("fetch", "t", 1, eio)
+        # the window starts again at the second line: quiet again until a minute after it
+        unreadable("fetch", "t", 1, eio)
+        clock[0] += REPEAT_LOG_SECONDS - 1
+        unreadable("fetch", "t", 1, eio)
+        assert len(logs) == 2
+        clock[0] += 1
+        unreadable("fetch", "t", 1, eio)
     assert codes == {ErrorCode.KAFKA_STORAGE_ERROR}
-    assert [e.get("failures_since_last_logged") for e in logs] == [None, 501]
+    assert [e.get("failures_since_last_logged") for e in logs] == [None, 501, 3]
     assert logs[0]["log_level"] == "warning" and logs[0]["partition"] == 1
 
 
