@@ -21,6 +21,7 @@ and ongoing transactions survive retention deleting the segments they were writt
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
@@ -483,6 +484,9 @@ class PartitionManager:
         partition's log."""
         directory = self.data_dir / f"{topic.name}-{index}"
         if fresh and directory.exists():
+            if topic.name.startswith("__"):
+                # Start-up never removes these either: the coordinators' logs are named so.
+                raise FileExistsError(errno.EEXIST, f"{directory} exists and is not a deleted topic's")
             log.warning("removing a deleted topic's partition directory", dir=str(directory))
             doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}-delete")
             os.rename(directory, doomed)

@@ -115,3 +115,19 @@ def _b64(topic_id: object) -> str:
     from kcoord.dataplane.partitions import uuid_to_base64
 
     return uuid_to_base64(topic_id)  # type: ignore[arg-type]
+
+
+def test_a_directory_named_like_an_internal_topics_is_never_removed_by_a_create(tmp_path: Path) -> None:
+    """Start-up keeps directories whose names start with "__" (the coordinators' logs): a create
+    of such a topic over one fails (KAFKA_STORAGE_ERROR) instead of removing it."""
+    from kcoord.protocol.errors import ErrorCode, KafkaError
+
+    pm = _manager(tmp_path)
+    (tmp_path / "__kept-0").mkdir()
+    (tmp_path / "__kept-0" / "precious").write_bytes(b"x")
+    with pytest.raises(KafkaError) as failed:
+        pm.create_topic("__kept", 1, {})
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert (tmp_path / "__kept-0" / "precious").read_bytes() == b"x"
+    assert "__kept" not in pm.topics
+    pm.close()
