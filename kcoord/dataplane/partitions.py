@@ -494,10 +494,14 @@ class PartitionManager:
         new = not directory.exists()
         lg = Log.open(directory, self.log_config(topic.configs), self.flusher, unclean=self.unclean_start)
         if new:
-            atomic_write(
-                directory / "partition.metadata",
-                f"version: 0\ntopic_id: {uuid_to_base64(topic.topic_id)}\n".encode(),
-            )
+            try:
+                atomic_write(
+                    directory / "partition.metadata",
+                    f"version: 0\ntopic_id: {uuid_to_base64(topic.topic_id)}\n".encode(),
+                )
+            except OSError:
+                lg.close()  # the caller drops the topic; its directory is left to the next start
+                raise
         part = Partition(topic, index, lg)
         part.load_producer_state(unclean=self.unclean_start and not new)
         topic.partitions.append(part)
@@ -523,11 +527,16 @@ class PartitionManager:
         if validate_only:
             return topic
         self._register(topic)
+        recording = False  # a DirectoryNotSynced of topics.json, not of a partition's own files
         try:
             for p in range(num_partitions):
                 self._open_partition(topic, p, fresh=True)
+            recording = True
             self._write_topics_file()
         except OSError as e:  # a full or failing disk: the topic's result says so
+            if recording and isinstance(e, DirectoryNotSynced):  # topics.json lists the topic: it stays
+                message = f"the topic is created, but may not survive a crash: {e}"
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, message) from e
             self._drop(topic)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the topic could not be created: {e}") from e
         except Exception:
@@ -561,10 +570,25 @@ class PartitionManager:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"topic already has {current} partitions")
         if validate_only:
             return
-        for p in range(current, count):
-            self._open_partition(topic, p, fresh=True)
-        self.version += 1
-        self._write_topics_file()
+        recording = False  # as in create_topic
+        try:
+            for p in range(current, count):
+                self._open_partition(topic, p, fresh=True)
+            self.version += 1
+            recording = True
+            self._write_topics_file()
+        except OSError as e:
+            if recording and isinstance(e, DirectoryNotSynced):  # topics.json lists them: they stay
+                message = f"the partitions are created, but may not survive a crash: {e}"
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, message) from e
+            # None of them is kept: topics.json still says ``current``.
+            added = topic.partitions[current:]
+            del topic.partitions[current:]
+            self._delete_partition_logs(added)
+            self.version += 1
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"the partitions could not be created: {e}"
+            ) from e
 
     def delete_topic(self, topic: Topic) -> None:
         """The topic leaves topics.json first, then its logs leave the disk: a crash in between
@@ -596,7 +620,11 @@ class PartitionManager:
         self.version += 1
 
     def _delete_logs(self, topic: Topic, remove_files: bool = True) -> None:
-        for p in topic.partitions:
+        self._delete_partition_logs(topic.partitions, remove_files)
+        topic.partitions.clear()
+
+    def _delete_partition_logs(self, partitions: list[Partition], remove_files: bool = True) -> None:
+        for p in partitions:
             p._on_high_watermark(-1)  # wake long polls so they see the topic is gone
             self.cleaner.unregister(p.log)
             try:
@@ -608,7 +636,6 @@ class PartitionManager:
                 log.warning(
                     "could not remove a deleted partition's files", dir=str(p.log.directory), error=str(e)
                 )
-        topic.partitions.clear()
 
     def add_internal_topic(self, name: str, logs: list[Log], configs: dict[str, str]) -> Topic:
         """Serve ``logs``, which a coordinator owns, read-only as the partitions of topic ``name``.

@@ -30,8 +30,11 @@ class ProducerIdManager:
 
     def next_id(self) -> int:
         if self._next >= self._block_end:
-            self._block_end = self._next + BLOCK_SIZE
-            atomic_write(self.path, f"{self._block_end}\n".encode())
+            end = self._next + BLOCK_SIZE
+            # The bound is raised only once it is on disk: raised before a write that failed, the
+            # next calls handed out ids a restart would hand out again.
+            atomic_write(self.path, f"{end}\n".encode())
+            self._block_end = end
         pid = self._next
         self._next += 1
         return pid

@@ -1,5 +1,6 @@
-"""A topic's deletion is recorded (topics.json) before its files go, so that a crash in between
-finishes the deletion at the next start instead of bringing the topic back empty."""
+"""Topics' files and topics.json when the disk fails or the broker crashes part-way: a deletion is
+recorded before the files go, a created partition never takes over a leftover directory, and a
+topics.json replaced but not synced is never undone as if it had not been written."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def test_a_deletion_whose_directory_sync_failed_leaves_the_files_for_the_next_st
     from kcoord.storage.atomic import DirectoryNotSynced
 
     pm = _manager(tmp_path)
-    pm.create_topic("y", 2, {})
+    deleted = pm.create_topic("y", 2, {})
+    logs = [p.log for p in deleted.partitions]
     fsync = os.fsync
 
     def failing_directory_sync(fd: int) -> None:
@@ -103,6 +105,8 @@ def test_a_deletion_whose_directory_sync_failed_leaves_the_files_for_the_next_st
     assert "y" not in pm.topics
     assert '"y"' not in (tmp_path / "topics.json").read_text()
     assert (tmp_path / "y-0").exists() and (tmp_path / "y-1").exists()
+    assert not deleted.partitions and all(log.closed for log in logs)
+    pm.close()
 
 
 def _batch(data: bytes) -> tuple[bytes, list]:
@@ -131,3 +135,64 @@ def test_a_directory_named_like_an_internal_topics_is_never_removed_by_a_create(
     assert (tmp_path / "__kept-0" / "precious").read_bytes() == b"x"
     assert "__kept" not in pm.topics
     pm.close()
+
+
+def _failing_directory_syncs(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """Syncs of ``directory`` itself (topics.json's, not a partition's) fail with EIO."""
+    fsync = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(directory):
+            raise OSError(5, "Input/output error")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+
+
+def test_a_created_topic_whose_directory_sync_failed_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """topics.json lists the new topic although its directory's sync failed: the topic stays (the
+    create answers KAFKA_STORAGE_ERROR, saying so), rather than vanishing now and coming back
+    empty at the next start."""
+    from kcoord.protocol.errors import ErrorCode, KafkaError
+
+    pm = _manager(tmp_path)
+    _failing_directory_syncs(monkeypatch, tmp_path)
+    with pytest.raises(KafkaError) as failed:
+        pm.create_topic("z", 2, {})
+    monkeypatch.undo()
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR and "may not survive" in str(failed.value)
+    assert len(pm.topics["z"].partitions) == 2
+    assert '"z"' in (tmp_path / "topics.json").read_text()
+    pm.close()
+
+
+def test_partitions_that_could_not_all_be_created_are_none_of_them_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CreatePartitions failing on its third new partition keeps neither of the two before it: the
+    topic has the partitions topics.json says, now and after a restart."""
+    from kcoord.protocol.errors import ErrorCode, KafkaError
+
+    pm = _manager(tmp_path)
+    pm.create_topic("t", 1, {})
+    (tmp_path / "t-3").mkdir()  # a leftover the create must move aside, which fails here
+    rename = os.rename
+
+    def refused(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if os.fspath(src).endswith("t-3"):
+            raise PermissionError(13, "Permission denied")
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", refused)
+    with pytest.raises(KafkaError) as failed:
+        pm.create_partitions("t", 4)
+    monkeypatch.setattr(os, "rename", rename)
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert len(pm.topics["t"].partitions) == 1
+    assert not (tmp_path / "t-1").exists() and not (tmp_path / "t-2").exists()
+    pm.close()
+    again = _manager(tmp_path)
+    assert len(again.topics["t"].partitions) == 1
+    again.close()
