@@ -5,6 +5,7 @@ topics.json replaced but not synced is never undone as if it had not been writte
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,16 +61,9 @@ def test_a_topic_created_again_where_a_deleted_ones_files_were_left_starts_empty
     pm = _manager(tmp_path)
     old = pm.create_topic("x", 1, {})
     old.partitions[0].log.append(*_batch(build_batch([(None, b"old", 1_700_000_000_000)])), now_ms=0)
-    rename = os.rename
-
-    def refused(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if os.fspath(dst).endswith("-delete"):
-            raise PermissionError(13, "Permission denied")
-        rename(src, dst)
-
-    monkeypatch.setattr(os, "rename", refused)
+    restore = _refuse_renames(monkeypatch, lambda src, dst: dst.endswith("-delete"))
     pm.delete_topic(old)  # recorded: the files' removal failing is logged
-    monkeypatch.setattr(os, "rename", rename)
+    restore()
     assert (tmp_path / "x-0").exists() and "x" not in pm.topics
 
     new = pm.create_topic("x", 1, {})
@@ -178,17 +172,10 @@ def test_partitions_that_could_not_all_be_created_are_none_of_them_kept(
     pm = _manager(tmp_path)
     pm.create_topic("t", 1, {})
     (tmp_path / "t-3").mkdir()  # a leftover the create must move aside, which fails here
-    rename = os.rename
-
-    def refused(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if os.fspath(src).endswith("t-3"):
-            raise PermissionError(13, "Permission denied")
-        rename(src, dst)
-
-    monkeypatch.setattr(os, "rename", refused)
+    restore = _refuse_renames(monkeypatch, lambda src, dst: src.endswith("t-3"))
     with pytest.raises(KafkaError) as failed:
         pm.create_partitions("t", 4)
-    monkeypatch.setattr(os, "rename", rename)
+    restore()
     assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert len(pm.topics["t"].partitions) == 1
     assert not (tmp_path / "t-1").exists() and not (tmp_path / "t-2").exists()
@@ -196,3 +183,17 @@ def test_partitions_that_could_not_all_be_created_are_none_of_them_kept(
     again = _manager(tmp_path)
     assert len(again.topics["t"].partitions) == 1
     again.close()
+
+
+def _refuse_renames(monkeypatch: pytest.MonkeyPatch, which: Callable[[str, str], bool]) -> Callable[[], None]:
+    """os.rename fails with EACCES for the (source, destination) ``which`` picks; returns what
+    puts it back."""
+    rename = os.rename
+
+    def refused(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if which(os.fspath(src), os.fspath(dst)):
+            raise PermissionError(13, "Permission denied")
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", refused)
+    return lambda: monkeypatch.setattr(os, "rename", rename)
