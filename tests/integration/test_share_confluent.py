@@ -60,13 +60,16 @@ def start_offsets(broker: BrokerProcess, group: str) -> dict[int, int]:
     return {p.partition_index: p.start_offset for t in g.topics for p in t.partitions}
 
 
-def run_worker(broker: BrokerProcess, group: str, topic: str, records: int, mode: str, release: str = ""):  # type: ignore[no-untyped-def]
-    proc = subprocess.run(
+def spawn_worker(
+    bootstrap: str, group: str, topic: str, records: int, mode: str, release: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """The worker run to its end (share_confluent_worker.py's arguments), its output captured."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
             "tests.integration.share_confluent_worker",
-            broker.bootstrap,
+            bootstrap,
             group,
             topic,
             str(records),
@@ -78,6 +81,10 @@ def run_worker(broker: BrokerProcess, group: str, topic: str, records: int, mode
         text=True,
         timeout=120,
     )
+
+
+def run_worker(broker: BrokerProcess, group: str, topic: str, records: int, mode: str, release: str = ""):  # type: ignore[no-untyped-def]
+    proc = spawn_worker(broker.bootstrap, group, topic, records, mode, release)
     assert proc.returncode == 0, (
         f"worker exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )

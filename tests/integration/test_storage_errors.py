@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -21,8 +19,8 @@ from kafka.errors import CorruptRecordError, KafkaStorageError
 from kafka.structs import OffsetAndMetadata
 
 from kcoord.testing.broker import BrokerThread
-from tests.harness import REPO, BrokerProcess, read_to_end
-from tests.integration.test_share_confluent import run_worker, set_earliest
+from tests.harness import BrokerProcess, read_to_end
+from tests.integration.test_share_confluent import run_worker, set_earliest, spawn_worker
 from tests.legacy_log import ShareMember, call
 from tests.wire import ApiKey, Conn, api, build_batch, fetch_request
 
@@ -301,22 +299,7 @@ def test_a_corrupt_batch_is_corrupt_message_for_its_partition_and_stops_nothing(
         set_earliest(broker, "cg")  # type: ignore[arg-type]
         # librdkafka's share consumer raises CORRUPT_MESSAGE to the application from poll(), as
         # the Java consumer throws on a corrupt record: the worker fails, naming the partition.
-        worker = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.share_confluent_worker",
-                broker.bootstrap,
-                "cg",
-                "c",
-                "10",
-                "implicit",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        worker = spawn_worker(broker.bootstrap, "cg", "c", 10, "implicit")
         assert "Encountered corrupt message when fetching topic-partition c-1" in worker.stderr
         assert (worker.returncode, worker.stdout.splitlines()[-1:]) == (1, ['{"closed": true}'])
         assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out
@@ -438,22 +421,7 @@ def test_a_corrupt_record_body_is_corrupt_message_and_a_share_group_reading_it_s
             [ConfigResource(ResourceType.GROUP, "bg", incremental_configs=[reset])]
         ).values():
             fut.result(timeout=30)
-        worker = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.share_confluent_worker",
-                broker.bootstrap,
-                "bg",
-                "b",
-                "1",
-                "implicit",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        worker = spawn_worker(broker.bootstrap, "bg", "b", 1, "implicit")
         assert "Encountered corrupt message when fetching topic-partition b-0" in worker.stderr
         assert (worker.returncode, worker.stdout.splitlines()[-1:]) == (1, ['{"closed": true}'])
         assert "share fetch failed: the partition's log holds a corrupt batch" in capfd.readouterr().out

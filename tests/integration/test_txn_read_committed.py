@@ -14,8 +14,6 @@ coordinator's part, Partition.write_txn_marker) on a broker running in this proc
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +28,6 @@ from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, request_class
 from kcoord.server.app import Broker
-from tests.harness import REPO
 from tests.wire import Conn, build_batch, fetch_request
 
 T = TypeVar("T")
@@ -304,22 +301,9 @@ def test_share_group_read_committed(broker: InProcessBroker) -> None:
         [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)]
     ).values():
         fut.result(timeout=30)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.integration.share_confluent_worker",
-            broker.bootstrap,
-            group,
-            topic,
-            str(len(expected)),
-            "implicit",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    from tests.integration.test_share_confluent import spawn_worker
+
+    proc = spawn_worker(broker.bootstrap, group, topic, len(expected), "implicit")
     assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
