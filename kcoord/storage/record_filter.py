@@ -138,17 +138,6 @@ def compress(codec: int, body: bytes, level: int | None = None) -> bytes:
     raise records.InvalidBatch(f"unknown compression codec {codec}")
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _zigzag(value: int) -> bytes:
     out = bytearray()
     v = (value << 1) ^ (value >> 63)
@@ -161,34 +150,35 @@ def _zigzag(value: int) -> bytes:
 
 def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     """Every record of a batch, from its uncompressed records; :class:`records.InvalidBatch` for
-    records that run past the batch (a CRC covers what a producer sent, not that it is sound)."""
-    try:
-        yield from _iter_raw(body, h)
-    except records.InvalidBatch:
-        raise
-    except (IndexError, ValueError, OverflowError):
-        # A length that runs past the batch: IndexError, or, compiled, ValueError or
-        # OverflowError for a position beyond 64 bits (a varint of ten bytes says 2**64).
-        raise records.InvalidBatch("a record runs past the end of its batch", corrupt=True) from None
-
-
-def _iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
+    records that run past the batch or their own length, or a varint longer than Kafka reads (a
+    CRC covers what a producer sent, not that it is sound). The key scan's limits
+    (``keys_start_with_python``), so that the cleaner's full pass and its scan agree on what is
+    corrupt."""
     records.check_records_count(h, len(body))
     pos = 0
+    n = len(body)
     base, base_ts = h.base_offset, h.base_timestamp
     append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None
     for _ in range(h.records_count):
-        length, pos = _varint(body, pos)
+        length, pos = _bounded_varint(body, pos, n, 5)
+        if length < 0 or length > n - pos:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
         start = pos
         end = pos + length
-        pos += 1  # attributes
-        ts_delta, pos = _varint(body, pos)
+        if pos >= end:  # no room for the attributes
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+        pos += 1
+        ts_delta, pos = _bounded_varint(body, pos, end, 10)
         after_ts = pos
-        off_delta, pos = _varint(body, pos)
-        klen, pos = _varint(body, pos)
+        off_delta, pos = _bounded_varint(body, pos, end, 5)
+        klen, pos = _bounded_varint(body, pos, end, 5)
+        if klen > end - pos:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
         key = None if klen < 0 else body[pos : pos + klen]
         pos += max(klen, 0)
-        vlen, pos = _varint(body, pos)
+        vlen, pos = _bounded_varint(body, pos, end, 5)
+        if vlen > end - pos:
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
         ts = append_time if append_time is not None else base_ts + ts_delta
         yield RawRecord(base + off_delta, ts, key, vlen < 0, start, after_ts, end)
         pos = end

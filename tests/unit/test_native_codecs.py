@@ -178,6 +178,10 @@ def test_key_scans_match(
     count = max(len(keys) + extra, 0)
     native = _key_scan(lambda: codecs.keys_start_with(data, count, prefixes))
     assert native == _key_scan(lambda: keys_start_with_python(data, count, prefixes))
+    # The full pass reads every field the scan reads, and the values after them: whatever the scan
+    # finds corrupt, it does too (the scan stops at the first key that is not history).
+    if native == "invalid":
+        assert _full_pass(data, count) == "invalid"
     if not damage and not cut and extra == 0:  # the records as written: no error either way
         expected = all(k is not None and k.startswith(prefixes) for k in keys)
         assert native is expected
@@ -223,6 +227,40 @@ def test_key_scans_match_on_the_edges_of_a_record(body: bytes, answer: bool | st
     prefixes = (b"\x00\x01",)
     assert _key_scan(lambda: codecs.keys_start_with(body, 1, prefixes)) == answer
     assert _key_scan(lambda: keys_start_with_python(body, 1, prefixes)) == answer
+
+
+def _full_pass(body: bytes, count: int) -> list[bytes | None] | str:
+    """The keys ``record_filter.iter_raw`` (the cleaner's full pass) reads, or "invalid"."""
+    from kcoord.storage.record_filter import iter_raw
+
+    h = batch_records.read_header(build_batch([(b"k", b"v")], 0))
+    h.records_count = count
+    try:
+        return [r.key for r in iter_raw(body, h)]
+    except batch_records.InvalidBatch:
+        return "invalid"
+
+
+@pytest.mark.parametrize(
+    "body, keys",
+    [
+        (_record(), [b"\x00\x01"]),
+        (_record(ts=10, length=5, klen=5), [b"\x00\x01"]),
+        (_record(ts=11), "invalid"),
+        (_record(length=6), "invalid"),
+        (_record(klen=6), "invalid"),
+        (b"\x06\x00\x00\x00" + b"\x01", "invalid"),
+        (_record(null_key=True), [None]),
+        # a value length past the record's end (the scan, reading keys only, never sees it)
+        (b"\x0a\x00\x00\x00\x00\x02", "invalid"),
+        # a value length of six bytes
+        (b"\x14\x00\x00\x00\x00\x81\x80\x80\x80\x80\x00", "invalid"),
+    ],
+)
+def test_the_full_pass_has_the_key_scans_limits(body: bytes, keys: list[bytes | None] | str) -> None:
+    """The cleaner's full pass (``iter_raw``) refuses what the key scan refuses: a CRC-valid log
+    holding such a record failed every scan and was cleaned by the full pass all the same."""
+    assert _full_pass(body, 1) == keys
 
 
 def test_a_key_scan_lets_other_threads_run() -> None:
