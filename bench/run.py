@@ -11,7 +11,8 @@ peer on a free port, and runs kload's matrix interleaved: each repeat starts eve
 then for each matrix row runs kload against each peer in turn (peer order rotated per repeat), so
 that ratios compare peers under the same machine conditions. The running, peer handling and
 matrix are kload's bench.py (imported, not copied); this script
-adds free ports, a fresh kcoord log dir per repeat, crash detection, and the summary: medians,
+adds free ports, a fresh kcoord log dir per repeat, crash detection, a wait before each run for
+the other peers to be idle (``Peers.quiet_others``), and the summary: medians,
 p99, kcoord / mock, kcoord / Tansu and kcoord / limit ratios from the same run, kcoord's and
 the mock's CPU per request, kcoord's RSS, and issue 15's targets marked met or not met (each
 part a row misses named with its figure). Then the restart benchmark (bench/restart.py) and the
@@ -56,6 +57,11 @@ OPTIONAL_WORKLOADS = ("consumer-groups", "transactions")
 CPU_OVER_MOCK = 1.5  # broker CPU per request, commit and fetch-offsets rows
 THROUGHPUT_OVER_MOCK = 0.75  # req/s at depth >= 8, fsync on; p99 <= the mock's too
 DEEP = 8  # requests in flight per connection from which the throughput target applies
+# Before each kload run the other peers must be idle: Tansu goes on burning 1.6 cores for its
+# members' sessions after kload's m1000 rebalance run has ended, and the rows that followed it
+# measured kcoord's m1000 at 41-45 ms beside it (23.7 ms in the repeat that ran before it).
+IDLE_CORES = 0.05  # a peer using more CPU than this between runs is still working
+IDLE_WAIT_S = 5.0  # how long such a peer may go on before it is restarted
 CEILING_SHARE = 0.9  # depth-1 commit rows: share of the durable ceiling
 PRODUCE_MB_S = 1000.0  # produce c8 d16 (100 x 1 KiB per request)
 PRODUCE_P99_MS = 20.0
@@ -139,10 +145,55 @@ class Peers:
             p.stop()
         self._drop_kcoord_dir()
 
+    def quiet_others(self, name: str, tag: str) -> list[str]:
+        """Wait until every peer but ``name`` is idle; restart those still busy after
+        ``IDLE_WAIT_S``, so that no peer's left-over work runs beside another's measured run.
+        Returns what was restarted, for the summary."""
+        others = [p for n, p in self.peers.items() if n != name and p.proc is not None]
+        start = time.monotonic()
+        waited_for: set[str] = set()
+        while True:
+            busy = _busy_peers(others)
+            if not busy or time.monotonic() > start + IDLE_WAIT_S:
+                break
+            waited_for.update(p.name for p, _cores in busy)
+        if waited_for:
+            common.log(
+                f"  waited {time.monotonic() - start:.1f} s for {', '.join(sorted(waited_for))} to go idle"
+            )
+        restarted = []
+        for p, cores in busy:
+            restarted.append(f"{p.name} still used {cores:.2f} cores {IDLE_WAIT_S:.0f} s before {tag}")
+            common.log("  " + restarted[-1])
+            p.stop()
+            self.start(p.name, "".join(c if c.isalnum() else "_" for c in tag) + "-idle")
+        return restarted
+
     def _drop_kcoord_dir(self) -> None:
         if self.kcoord_dir:
             shutil.rmtree(self.kcoord_dir, ignore_errors=True)
             self.kcoord_dir = None
+
+
+def _busy_peers(peers: list[Any], window_s: float = 0.2) -> list[tuple[Any, float]]:
+    """The peers that used more than IDLE_CORES of CPU over ``window_s``, with their cores."""
+    before = {p.name: _cpu_s(p.proc.pid) for p in peers}
+    time.sleep(window_s)
+    busy = []
+    for p in peers:
+        start, end = before[p.name], _cpu_s(p.proc.pid)
+        if start is not None and end is not None and (end - start) / window_s > IDLE_CORES:
+            busy.append((p, (end - start) / window_s))
+    return busy
+
+
+def _cpu_s(pid: int) -> float | None:
+    """A process's user + system CPU seconds (/proc/PID/stat), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- summary -------------------------------------------------------------------------------------
@@ -706,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         common.log(durability.describe(meta["durability"]))
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     crashes: list[str] = []
+    restarted: list[str] = []
     try:
         for rep in range(args.repeats if matrix else 0):
             common.log(
@@ -718,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
                     if n == "pyfloor" and wl not in PYFLOOR_WORKLOADS:
                         continue
                     peer = peers.peers[n]
+                    restarted += peers.quiet_others(n, f"r{rep} '{cid}' on {n}")
                     kb.run_kload(args, peer, wl, kargs, rep, cid, str(out))
                     if peer.proc.poll() is not None:
                         msg = (
@@ -774,7 +827,16 @@ def main(argv: list[str] | None = None) -> int:
         txn_result = {"rows": txn["rows"], "problems": txn["problems"], "records": txn["records"]}
         common.log(txn["table"])
     text = report(
-        out, matrix, args.repeats, restart_result, share_result, crashes, cg_result, txn_result, memory_result
+        out,
+        matrix,
+        args.repeats,
+        restart_result,
+        share_result,
+        crashes,
+        cg_result,
+        txn_result,
+        memory_result,
+        restarted,
     )
     meta["finished"] = datetime.datetime.now().isoformat()
     meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
@@ -827,6 +889,7 @@ def report(
     consumer_groups: dict[str, Any] | None = None,
     transactions: dict[str, Any] | None = None,
     memory: dict[str, Any] | None = None,
+    restarted: list[str] | None = None,
 ) -> str:
     """Summarise out/raw.jsonl (+ the restart and share results) into out/summary.{md,json}."""
     raw = out / "raw.jsonl"
@@ -869,6 +932,7 @@ def report(
             f"{r['config'].replace(' ', '_')}-r{r['repeat']}.log)"
         )
     notes += [f"- CRASH {c}" for c in crashes]
+    notes += [f"- RESTARTED {r}" for r in restarted or []]
     if consumer_groups is not None:
         cgf = consumer_groups["figures"]
         if cgf["ok"] < cgf["runs"] or cgf["stable_confirmed"] < cgf["ok"] or cgf["bad_answers"]:
@@ -904,6 +968,7 @@ def report(
                 "consumer_groups": consumer_groups,
                 "transactions": transactions,
                 "crashes": crashes,
+                "restarted": restarted or [],
                 "repeats": repeats,
             },
             indent=1,
@@ -926,6 +991,7 @@ def resummarise(out: Path) -> int:
         prev.get("crashes", []),
         prev.get("consumer_groups"),
         prev.get("transactions"),
+        restarted=prev.get("restarted", []),
     )
     print(text)
     return 0
