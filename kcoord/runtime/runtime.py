@@ -647,4 +647,13 @@ class CoordinatorRuntime(Generic[S]):
         if self.failed is None:
             self.write_snapshots()
         for shard in self.shards:
-            shard.log.close()
+            try:
+                shard.log.close()
+            except OSError as e:
+                # A failing disk (trimming a preallocated segment to its data, say): the files
+                # are closed all the same, and the next start finds the log's end as after a
+                # crash. The other shards must close too, and the broker's stop go on to close
+                # the data plane.
+                log.warning(
+                    "could not close a coordinator log whole", log=shard.log.directory.name, error=str(e)
+                )

@@ -465,3 +465,55 @@ def test_a_delete_topics_whose_deletion_cannot_be_recorded_answers_kafka_storage
     finally:
         admin.close()
         broker.stop()
+
+
+def test_a_coordinator_log_that_cannot_be_closed_whole_stops_nothing_else_closing_and_loses_no_offset(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At shutdown a coordinator segment is trimmed back to its data (it was preallocated); when
+    the disk refuses that (EIO), the broker still closes its other logs and the data plane (whose
+    partitions write their producer snapshots then), and the restart finds every committed offset
+    and record. The closing used to stop at the first such error, and the data plane's logs were
+    left for a recovery at the next start."""
+    from kcoord.storage import preallocation
+
+    data = tmp_path / "data"
+    broker = BrokerThread(data).start()
+    tp = TopicPartition("t", 0)
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("t", partitions=1)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=True)
+        for i in range(5):
+            producer.send("t", _value(i, 10), partition=0)
+        producer.flush()
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+        consumer.close()
+        trims = []
+        trim = preallocation.trim
+
+        def refuse(fd: int, size: int) -> None:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if "/__consumer_offsets-" not in path:
+                return trim(fd, size)
+            trims.append(path)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+        monkeypatch.setattr(preallocation, "trim", refuse)
+    finally:
+        broker.stop()
+    assert trims, "no coordinator segment was trimmed at shutdown"
+    assert broker._error is None
+    assert list((data / "t-0").glob("*.snapshot")), "the data plane was not closed"
+
+    monkeypatch.undo()
+    broker = BrokerThread(data).start()
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+        assert consumer.committed(tp) == 5
+        consumer.close()
+        assert [v for _o, v in _read_partition(broker.bootstrap, "t", 0)] == [_value(i, 10) for i in range(5)]
+    finally:
+        broker.stop()
