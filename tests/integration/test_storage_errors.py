@@ -12,6 +12,7 @@ import errno
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -517,3 +518,78 @@ def test_a_coordinator_log_that_cannot_be_closed_whole_stops_nothing_else_closin
         assert [v for _o, v in _read_partition(broker.bootstrap, "t", 0)] == [_value(i, 10) for i in range(5)]
     finally:
         broker.stop()
+
+
+def test_a_commit_marker_the_partition_refuses_is_written_again_and_read_committed_then_sees_the_records(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python's transactional producer commits while its partition's files cannot be
+    written (ENOSPC from every write into ``t-0``): the commit is acknowledged (EndTxn answers once
+    PrepareCommit is durable), the marker's append fails and is written again after a backoff, and
+    a read_committed consumer sees none of the transaction's records until the disk takes the
+    marker, then all of them, once, with the records written after them."""
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic("t", partitions=1)
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id="tx", request_timeout_ms=5000
+        )
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send("t", b"txn-%d" % i, partition=0)
+        producer.flush()
+
+        refused = []
+        pwrite, pwritev = os.pwrite, os.pwritev
+
+        def full(fd: int) -> bool:
+            if "/t-0/" in os.readlink(f"/proc/self/fd/{fd}"):
+                refused.append(fd)
+                return True
+            return False
+
+        def failing_pwrite(fd: int, data: Any, offset: int) -> int:
+            if full(fd):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return pwrite(fd, data, offset)
+
+        def failing_pwritev(fd: int, buffers: Any, offset: int) -> int:
+            if full(fd):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return pwritev(fd, buffers, offset)
+
+        monkeypatch.setattr(os, "pwrite", failing_pwrite)
+        monkeypatch.setattr(os, "pwritev", failing_pwritev)
+        producer.commit_transaction()
+        deadline = time.monotonic() + 10
+        while len(refused) < 3:  # the marker's first write and two retries (after 100, 200 ms)
+            assert time.monotonic() < deadline, refused
+            time.sleep(0.05)
+        assert _read_partition_committed(broker.bootstrap) == []
+
+        monkeypatch.undo()  # the disk takes writes again: the next retry writes the marker
+        deadline = time.monotonic() + 10
+        while _read_partition_committed(broker.bootstrap) != [b"txn-0", b"txn-1", b"txn-2"]:
+            assert time.monotonic() < deadline, "the marker was not written after the disk recovered"
+            time.sleep(0.2)
+        # The producer's next transaction goes on from there, and the marker was written once.
+        producer.begin_transaction()
+        producer.send("t", b"after", partition=0)
+        producer.commit_transaction()
+        producer.close()
+        deadline = time.monotonic() + 10
+        while len(_read_partition_committed(broker.bootstrap)) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert _read_partition_committed(broker.bootstrap) == [b"txn-0", b"txn-1", b"txn-2", b"after"]
+        offsets = [o for o, _v in _read_partition(broker.bootstrap, "t", 0)]
+        assert offsets == [0, 1, 2, 4]  # offset 3 is the one COMMIT marker, 5 the next
+    finally:
+        broker.stop()
+
+
+def _read_partition_committed(bootstrap: str) -> list[bytes]:
+    records = read_to_end(bootstrap, [("t", 0)], "read_committed", idle_s=0.3, timeout_s=10)
+    return [r.value for r in sorted(records, key=lambda r: r.offset)]
