@@ -278,7 +278,9 @@ def append_records(
             try:
                 _check_timestamps(data, h, now, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms)
             except InvalidBatch as e:
-                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from e
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
+                ) from e
     codec = rules.codec
     if codec is not None:
         try:

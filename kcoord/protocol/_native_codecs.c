@@ -392,7 +392,8 @@ static PyObject *batch_body(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* A zigzag varint of at most max_bytes bytes starting at *pos, ending at or before end: 0, or -1
  * when it is longer or runs past end (Kafka's ByteUtils refuses a varint over 5 bytes and a
- * varlong over 10). */
+ * varlong over 10). A varint is cut to 32 bits, as ByteUtils reads it into an int (a varlong's
+ * bits past 64 fall off the shift). */
 static int read_zigzag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out) {
     uint64_t raw = 0;
     for (int i = 0; i < max_bytes; i++) {
@@ -400,6 +401,7 @@ static int read_zigzag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end
         unsigned char b = buf[(*pos)++];
         raw |= (uint64_t)(b & 0x7F) << (7 * i);
         if (!(b & 0x80)) {
+            if (max_bytes == 5) raw &= 0xFFFFFFFFu;
             *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
             return 0;
         }

@@ -526,7 +526,8 @@ def check_records_count(h: BatchHeader, records_bytes: int) -> None:
     CRC-valid header claiming millions of records in a few bytes would otherwise keep a reader
     going round the same bytes for as many (a CRC covers what was written, not that it is sound)."""
     if h.records_count < 0 or h.records_count * MIN_RECORD_SIZE > records_bytes:
-        raise InvalidBatch(f"{h.records_count} records cannot fit in {records_bytes} bytes")
+        # INVALID_RECORD to a producer, as Kafka's record iterator's "invalid record structure".
+        raise InvalidBatch(f"{h.records_count} records cannot fit in {records_bytes} bytes", corrupt=False)
 
 
 def iter_key_values(

@@ -651,9 +651,10 @@ class CoordinatorRuntime(Generic[S]):
                 shard.log.close()
             except OSError as e:
                 # A failing disk (trimming a preallocated segment to its data, say): the files
-                # are closed all the same, and the next start finds the log's end as after a
-                # crash. The other shards must close too, and the broker's stop go on to close
-                # the data plane.
+                # are closed all the same. The next start is a clean one, and finds the end of a
+                # segment whose file runs past its last batch by reading it (and trims it then).
+                # The other shards must close too, and the broker's stop go on to close the data
+                # plane.
                 log.warning(
                     "could not close a coordinator log whole", log=shard.log.directory.name, error=str(e)
                 )

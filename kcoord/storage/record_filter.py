@@ -162,24 +162,29 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     for _ in range(h.records_count):
         length, pos = _bounded_varint(body, pos, n, 5)
         if length < 0 or length > n - pos:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         start = pos
         end = pos + length
         if pos >= end:  # no room for the attributes
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         pos += 1
         ts_delta, pos = _bounded_varint(body, pos, end, 10)
         after_ts = pos
         off_delta, pos = _bounded_varint(body, pos, end, 5)
         klen, pos = _bounded_varint(body, pos, end, 5)
         if klen > end - pos:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         key = None if klen < 0 else body[pos : pos + klen]
         pos += max(klen, 0)
         vlen, pos = _bounded_varint(body, pos, end, 5)
         if vlen > end - pos:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
-        ts = append_time if append_time is not None else base_ts + ts_delta
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
+        # A long's sum, as Kafka's (it wraps), so that a rebuilt batch can hold it.
+        ts = (
+            append_time
+            if append_time is not None
+            else ((base_ts + ts_delta + _LONG_MIN) & _LONG_MASK) - _LONG_MIN
+        )
         yield RawRecord(base + off_delta, ts, key, vlen < 0, start, after_ts, end)
         pos = end
 
@@ -194,11 +199,17 @@ def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) ->
         try:
             return _native.keys_start_with(body, h.records_count, prefixes)
         except ValueError:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True) from None
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False) from None
     return keys_start_with_python(body, h.records_count, prefixes)
 
 
+# Kafka's DefaultRecord.readFrom refuses such a record with InvalidRecordException, which a
+# producer gets as INVALID_RECORD (corrupt=False); CORRUPT_MESSAGE would have the Java client
+# retry the batch until its delivery timeout.
 _RUNS_PAST: Final = "a record runs past the end of its batch"
+_INT_MASK: Final = (1 << 32) - 1
+_LONG_MASK: Final = (1 << 64) - 1
+_LONG_MIN: Final = 1 << 63
 
 
 def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...]) -> bool:
@@ -210,10 +221,10 @@ def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...])
     for _ in range(count):
         length, pos = _bounded_varint(body, pos, n, 5)
         if length < 0 or length > n - pos:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         end = pos + length
         if pos >= end:  # no room for the attributes
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         pos += 1
         _ts_delta, pos = _bounded_varint(body, pos, end, 10)
         _off_delta, pos = _bounded_varint(body, pos, end, 5)
@@ -221,7 +232,7 @@ def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...])
         if klen < 0:
             return False
         if klen > end - pos:
-            raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+            raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         if not body.startswith(prefixes, pos, pos + klen):
             return False
         pos = end
@@ -229,7 +240,8 @@ def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...])
 
 
 def _bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zigzag varint of at most ``max_bytes`` bytes that ends by ``end``."""
+    """A zigzag varint of at most ``max_bytes`` bytes that ends by ``end``: a varint (5 bytes) cut
+    to 32 bits and a varlong (10) to 64, as Kafka's ByteUtils reads them into an int or a long."""
     result = 0
     for i in range(max_bytes):
         if pos >= end:
@@ -238,8 +250,9 @@ def _bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int
         pos += 1
         result |= (b & 0x7F) << (7 * i)
         if not b & 0x80:
+            result &= _INT_MASK if max_bytes == 5 else _LONG_MASK
             return (result >> 1) ^ -(result & 1), pos
-    raise records.InvalidBatch(_RUNS_PAST, corrupt=True)
+    raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
 
 
 def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int | None = None) -> bytearray:

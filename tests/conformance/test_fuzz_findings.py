@@ -76,17 +76,20 @@ def refused_append(tmp_path: Path, configs: dict[str, str | None], batch: bytes)
         pm.close()
 
 
-def test_a_record_running_past_its_batch_is_corrupt(tmp_path: Path) -> None:
+def test_a_record_running_past_its_batch_is_an_invalid_record(tmp_path: Path) -> None:
     """Found by fuzz/record_batches.py: a batch with a valid CRC whose record runs past its end
     failed with IndexError (UNKNOWN_SERVER_ERROR) where the timestamps are read; now
-    CORRUPT_MESSAGE, and nothing is appended."""
-    assert refused_append(tmp_path, READS_RECORDS, truncated_batch()) == ErrorCode.CORRUPT_MESSAGE
+    INVALID_RECORD, and nothing is appended. Kafka's DefaultRecord.readFrom refuses it with
+    InvalidRecordException (INVALID_RECORD, which the Java producer does not retry; it retries
+    CORRUPT_MESSAGE until its delivery timeout)."""
+    assert refused_append(tmp_path, READS_RECORDS, truncated_batch()) == ErrorCode.INVALID_RECORD
 
 
-def test_a_record_length_beyond_64_bits_is_corrupt(tmp_path: Path) -> None:
+def test_a_record_length_beyond_64_bits_is_an_invalid_record(tmp_path: Path) -> None:
     """Found by review of the compiled record loop: a key length of ten varint bytes (2**64) put
     the read position past what a C integer holds, and compiled code raised ValueError, not
-    IndexError (UNKNOWN_SERVER_ERROR); CORRUPT_MESSAGE, compiled or not, and nothing appended."""
+    IndexError (UNKNOWN_SERVER_ERROR); INVALID_RECORD, compiled or not, and nothing appended
+    (Kafka's ByteUtils reads no varint over five bytes)."""
     rest = b"\x00\x00\x00" + b"\x80" * 9 + b"\x04"  # attributes, timestamp and offset delta, key length
     record = bytes([len(rest) << 1]) + rest
     data = bytearray(truncated_batch()[:61] + record)
@@ -94,7 +97,28 @@ def test_a_record_length_beyond_64_bits_is_corrupt(tmp_path: Path) -> None:
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     for name, configs in (("timestamps", READS_RECORDS), ("keys", {"cleanup.policy": "compact"})):
         (tmp_path / name).mkdir()
-        assert refused_append(tmp_path / name, configs, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
+        assert refused_append(tmp_path / name, configs, bytes(data)) == ErrorCode.INVALID_RECORD
+
+
+@pytest.mark.parametrize(
+    "record, what",
+    [
+        ("1a00000082808080800061026200", "a key length of six varint bytes"),
+        ("0c00000006616263026200", "a key past its record's end"),
+        ("0e000000026104626300", "a value past its record's end"),
+    ],
+)
+def test_a_compacted_topic_refuses_a_malformed_record_as_an_invalid_record(
+    tmp_path: Path, record: str, what: str
+) -> None:
+    """Found by review (a record parser checked against kafka-clients' DefaultRecord.readFrom):
+    a compacted topic's key check accepted these records, which Kafka refuses with
+    InvalidRecordException; now INVALID_RECORD, and nothing is appended."""
+    data = bytearray(truncated_batch()[:61] + bytes.fromhex(record))
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    code = refused_append(tmp_path, {"cleanup.policy": "compact"}, bytes(data))
+    assert code == ErrorCode.INVALID_RECORD, what
 
 
 def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) -> None:

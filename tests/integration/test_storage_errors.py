@@ -474,8 +474,8 @@ def test_a_coordinator_log_that_cannot_be_closed_whole_stops_nothing_else_closin
     """At shutdown a coordinator segment is trimmed back to its data (it was preallocated); when
     the disk refuses that (EIO), the broker still closes its other logs and the data plane (whose
     partitions write their producer snapshots then), and the restart finds every committed offset
-    and record. The closing used to stop at the first such error, and the data plane's logs were
-    left for a recovery at the next start."""
+    and record, and appends after them. The closing used to stop at the first such error, and the
+    data plane's logs were left for a recovery at the next start."""
     from kcoord.storage import preallocation
 
     data = tmp_path / "data"
@@ -514,8 +514,17 @@ def test_a_coordinator_log_that_cannot_be_closed_whole_stops_nothing_else_closin
     try:
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
         assert consumer.committed(tp) == 5
+        # The clean start found the end of the segment left untrimmed: a commit goes after it.
+        consumer.commit({tp: OffsetAndMetadata(7, "", -1)})
         consumer.close()
         assert [v for _o, v in _read_partition(broker.bootstrap, "t", 0)] == [_value(i, 10) for i in range(5)]
+    finally:
+        broker.stop()
+    broker = BrokerThread(data).start()
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+        assert consumer.committed(tp) == 7
+        consumer.close()
     finally:
         broker.stop()
 

@@ -194,6 +194,11 @@ def _padded(zigzag: int, size: int) -> bytes:
     return bytes([zigzag | 0x80]) + b"\x80" * (size - 2) + b"\x00"
 
 
+# attributes, timestamp and offset deltas, key length 4 + (0x10 << 28) in five bytes, key, null
+# value, no headers
+HIGH_BITS_KEY_LENGTH = b"\x18" + b"\x00\x00\x00" + b"\x84\x80\x80\x80\x10" + b"\x00\x01" + b"\x01\x00"
+
+
 def _record(length: int = 1, ts: int = 1, klen: int = 1, null_key: bool = False) -> bytes:
     """One record with key b"\x00\x01" and a null value, its record length, timestamp delta and
     key length varints written in that many bytes."""
@@ -216,6 +221,8 @@ def _record(length: int = 1, ts: int = 1, klen: int = 1, null_key: bool = False)
         # (a null key), would answer False
         (b"\x06\x00\x00\x00" + b"\x01", "invalid"),
         (_record(null_key=True), False),
+        # a key length of five bytes with bits past 32: Kafka's int drops them (key length 2)
+        (HIGH_BITS_KEY_LENGTH, True),
     ],
 )
 def test_key_scans_match_on_the_edges_of_a_record(body: bytes, answer: bool | str) -> None:
@@ -251,6 +258,7 @@ def _full_pass(body: bytes, count: int) -> list[bytes | None] | str:
         (_record(klen=6), "invalid"),
         (b"\x06\x00\x00\x00" + b"\x01", "invalid"),
         (_record(null_key=True), [None]),
+        (HIGH_BITS_KEY_LENGTH, [b"\x00\x01"]),
         # a value length past the record's end (the scan, reading keys only, never sees it)
         (b"\x0a\x00\x00\x00\x00\x02", "invalid"),
         # a value length of six bytes
@@ -261,6 +269,21 @@ def test_the_full_pass_has_the_key_scans_limits(body: bytes, keys: list[bytes | 
     """The cleaner's full pass (``iter_raw``) refuses what the key scan refuses: a CRC-valid log
     holding such a record failed every scan and was cleaned by the full pass all the same."""
     assert _full_pass(body, 1) == keys
+
+
+def test_a_timestamp_is_a_longs_sum_as_kafka_reads_it() -> None:
+    """A ten-byte timestamp delta keeps 64 bits, and the base timestamp plus the delta wraps as a
+    Java long: a larger Python int made the cleaner's rebuild of the batch fail at every pass
+    (``struct.error``), where Kafka reads 2**63 - 1."""
+    from kcoord.storage.record_filter import iter_raw, rebuild
+
+    body = bytes.fromhex("2200feffffffffffffffff7f000261026200")
+    h = batch_records.read_header(build_batch([(b"k", b"v")], 0))
+    for base, expected in ((0, 2**63 - 1), (2, -(2**63) + 1)):
+        h.base_timestamp = base
+        (record,) = iter_raw(body, h)
+        assert record.timestamp == expected
+        assert batch_records.read_header(bytes(rebuild(h, body, [record]))).records_count == 1
 
 
 def test_a_key_scan_lets_other_threads_run() -> None:
