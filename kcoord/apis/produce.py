@@ -2,7 +2,10 @@
 
 Behaviour / version notes:
 - record batches must be message format v2 with a valid CRC32C (CORRUPT_MESSAGE otherwise) and
-  consistent record counts (INVALID_RECORD); they are stored as sent, with the broker's offsets
+  consistent record counts (INVALID_RECORD); an uncompressed batch's records must read as Kafka's
+  DefaultRecord.readFrom reads them (INVALID_RECORD: a consumer could not read past them; a
+  compressed batch's records are read only where it is decompressed anyway: recompression,
+  compaction keys, timestamps); batches are stored as sent, with the broker's offsets
   and leader epoch stamped in (and LogAppendTime applied when the topic asks for it), unless the
   topic's compression.type names a codec other than the batch's: then the batch is recompressed
   with it first (dataplane/compression), and checked against max.message.bytes again;
@@ -245,6 +248,10 @@ def append_records(
         headers = list(records.iter_headers(data))
         for h in headers:
             records.validate_batch(data, h)
+            # Kafka's LogValidator reads every record; a compressed batch is read where it has to
+            # be decompressed (below), not to check it (its records would cost a decompression).
+            if not h.compression and (problem := records.records_problem(data, h)) is not None:
+                raise InvalidBatch(problem, corrupt=False)
             if compacted:
                 compaction.check_keys(data, h)
     except InvalidBatch as e:

@@ -44,6 +44,10 @@ class NativeCodecs(Protocol):
 
     def keys_start_with(self, body: bytes, count: int, prefixes: tuple[bytes, ...]) -> bool: ...
 
+    def records_problem(
+        self, buffer: bytes | bytearray | memoryview, start: int, end: int, count: int
+    ) -> str | None: ...
+
 
 def load_extension(name: str, source: Path, what: str) -> ModuleType | None:
     """Import the C extension ``name`` built from ``source``, or None when it must not run: it was

@@ -46,6 +46,7 @@ NO_SEQUENCE: Final = -1
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 # The C function itself, Final (compiled, no module lookups per batch); None: the Python body.
 _batch_body_c: Final = _native.batch_body if _native is not None else None
+_records_problem_c: Final = _native.records_problem if _native is not None else None
 _I64: Final = struct.Struct(">q")
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
@@ -519,6 +520,85 @@ def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 # The smallest record: its length, attributes, timestamp and offset deltas, key and value lengths
 # and header count, one byte each.
 MIN_RECORD_SIZE: Final = 7
+
+RUNS_PAST: Final = "a record runs past the end of its batch"
+_INT_MASK: Final = (1 << 32) - 1
+_LONG_MASK: Final = (1 << 64) - 1
+
+
+def bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of at most ``max_bytes`` bytes that ends by ``end`` (InvalidBatch else): a
+    varint (5 bytes) cut to 32 bits and a varlong (10) to 64, as Kafka's ByteUtils reads them into
+    an int or a long. A record Kafka's DefaultRecord.readFrom cannot read is InvalidRecordException
+    there, INVALID_RECORD to a producer (corrupt=False); CORRUPT_MESSAGE would have the Java client
+    retry the batch until its delivery timeout."""
+    result = 0
+    for i in range(max_bytes):
+        if pos >= end:
+            break
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            result &= _INT_MASK if max_bytes == 5 else _LONG_MASK
+            return (result >> 1) ^ -(result & 1), pos
+    raise InvalidBatch(RUNS_PAST, corrupt=False)
+
+
+def records_problem(data: bytes | bytearray | memoryview, h: BatchHeader) -> str | None:
+    """What Kafka's DefaultRecord.readFrom would refuse in the uncompressed batch ``h`` of
+    ``data`` (Kafka's LogValidator reads every record a producer sends), or None. In C when the
+    module is built: 1.1 us per 100-record batch."""
+    start, end = h.position + HEADER_SIZE, h.position + h.size
+    if _records_problem_c is not None:
+        return _records_problem_c(data, start, end, h.records_count)
+    return records_problem_python(bytes(data[start:end]), h.records_count)
+
+
+def records_problem_python(body: bytes, count: int) -> str | None:
+    """``records_problem``'s walk over a batch's records, in Python (the C module mirrors it):
+    every field within its record's length, key and value lengths of -1 (any negative) null, a
+    header count the record can hold, header keys not null, the records filling the batch."""
+    structure = "Found invalid record structure"
+    pos = 0
+    n = len(body)
+    try:
+        for _ in range(count):
+            length, pos = bounded_varint(body, pos, n, 5)
+            if length < 0 or length > n - pos:
+                return "Invalid record size: the record runs past its batch"
+            end = pos + length
+            if pos >= end:
+                return structure
+            pos += 1
+            _ts, pos = bounded_varint(body, pos, end, 10)
+            _off, pos = bounded_varint(body, pos, end, 5)
+            for _field in range(2):
+                size, pos = bounded_varint(body, pos, end, 5)
+                if size > end - pos:
+                    return structure
+                pos += max(size, 0)
+            headers, pos = bounded_varint(body, pos, end, 5)
+            if headers < 0 or headers > (end - pos) // 2:
+                return "Found invalid number of record headers"
+            for _header in range(headers):
+                size, pos = bounded_varint(body, pos, end, 5)
+                if size < 0:
+                    return "Invalid negative header key size"
+                if size > end - pos:
+                    return structure
+                pos += size
+                size, pos = bounded_varint(body, pos, end, 5)
+                if size > end - pos:
+                    return structure
+                pos += max(size, 0)
+            if pos != end:
+                return "Invalid record size: the record's fields do not fill its length"
+    except InvalidBatch:
+        return structure
+    if pos != n:
+        return "Incorrect declared batch size, records still remaining in file"
+    return None
 
 
 def check_records_count(h: BatchHeader, records_bytes: int) -> None:

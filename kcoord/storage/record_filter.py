@@ -160,7 +160,7 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
     base, base_ts = h.base_offset, h.base_timestamp
     append_time = h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else None
     for _ in range(h.records_count):
-        length, pos = _bounded_varint(body, pos, n, 5)
+        length, pos = records.bounded_varint(body, pos, n, 5)
         if length < 0 or length > n - pos:
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         start = pos
@@ -168,15 +168,15 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
         if pos >= end:  # no room for the attributes
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         pos += 1
-        ts_delta, pos = _bounded_varint(body, pos, end, 10)
+        ts_delta, pos = records.bounded_varint(body, pos, end, 10)
         after_ts = pos
-        off_delta, pos = _bounded_varint(body, pos, end, 5)
-        klen, pos = _bounded_varint(body, pos, end, 5)
+        off_delta, pos = records.bounded_varint(body, pos, end, 5)
+        klen, pos = records.bounded_varint(body, pos, end, 5)
         if klen > end - pos:
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         key = None if klen < 0 else body[pos : pos + klen]
         pos += max(klen, 0)
-        vlen, pos = _bounded_varint(body, pos, end, 5)
+        vlen, pos = records.bounded_varint(body, pos, end, 5)
         if vlen > end - pos:
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         # A long's sum, as Kafka's (it wraps), so that a rebuilt batch can hold it.
@@ -203,11 +203,7 @@ def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) ->
     return keys_start_with_python(body, h.records_count, prefixes)
 
 
-# Kafka's DefaultRecord.readFrom refuses such a record with InvalidRecordException, which a
-# producer gets as INVALID_RECORD (corrupt=False); CORRUPT_MESSAGE would have the Java client
-# retry the batch until its delivery timeout.
-_RUNS_PAST: Final = "a record runs past the end of its batch"
-_INT_MASK: Final = (1 << 32) - 1
+_RUNS_PAST: Final = records.RUNS_PAST  # InvalidRecordException in Kafka (records.bounded_varint)
 _LONG_MASK: Final = (1 << 64) - 1
 _LONG_MIN: Final = 1 << 63
 
@@ -219,16 +215,16 @@ def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...])
     pos = 0
     n = len(body)
     for _ in range(count):
-        length, pos = _bounded_varint(body, pos, n, 5)
+        length, pos = records.bounded_varint(body, pos, n, 5)
         if length < 0 or length > n - pos:
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         end = pos + length
         if pos >= end:  # no room for the attributes
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         pos += 1
-        _ts_delta, pos = _bounded_varint(body, pos, end, 10)
-        _off_delta, pos = _bounded_varint(body, pos, end, 5)
-        klen, pos = _bounded_varint(body, pos, end, 5)
+        _ts_delta, pos = records.bounded_varint(body, pos, end, 10)
+        _off_delta, pos = records.bounded_varint(body, pos, end, 5)
+        klen, pos = records.bounded_varint(body, pos, end, 5)
         if klen < 0:
             return False
         if klen > end - pos:
@@ -237,22 +233,6 @@ def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...])
             return False
         pos = end
     return True
-
-
-def _bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zigzag varint of at most ``max_bytes`` bytes that ends by ``end``: a varint (5 bytes) cut
-    to 32 bits and a varlong (10) to 64, as Kafka's ByteUtils reads them into an int or a long."""
-    result = 0
-    for i in range(max_bytes):
-        if pos >= end:
-            break
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << (7 * i)
-        if not b & 0x80:
-            result &= _INT_MASK if max_bytes == 5 else _LONG_MASK
-            return (result >> 1) ^ -(result & 1), pos
-    raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
 
 
 def rebuild(h: BatchHeader, body: bytes, kept: Sequence[RawRecord], horizon: int | None = None) -> bytearray:

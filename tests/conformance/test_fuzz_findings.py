@@ -121,6 +121,26 @@ def test_a_compacted_topic_refuses_a_malformed_record_as_an_invalid_record(
     assert code == ErrorCode.INVALID_RECORD, what
 
 
+@pytest.mark.parametrize(
+    "record, what",
+    [
+        ("100000000261026201", "a header count of -1"),
+        ("1400000002610262020101", "a header key length of -1"),
+        ("12000000026102620000", "a byte after the record's fields, inside its length"),
+    ],
+)
+def test_any_topic_refuses_a_record_kafka_cannot_read_as_an_invalid_record(
+    tmp_path: Path, record: str, what: str
+) -> None:
+    """A CRC-valid batch whose record Kafka's DefaultRecord.readFrom refuses was stored on a topic
+    that reads no records at Produce (no compaction, no timestamp bounds), and every consumer
+    failed on it; Kafka's LogValidator reads each record and answers INVALID_RECORD."""
+    data = bytearray(truncated_batch()[:61] + bytes.fromhex(record))
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    assert refused_append(tmp_path, {}, bytes(data)) == ErrorCode.INVALID_RECORD, what
+
+
 def test_a_compressed_batch_that_does_not_decompress_is_corrupt(tmp_path: Path) -> None:
     """Found by fuzz/record_batches.py: a snappy batch (valid CRC) whose records are not snappy
     data raised snappy's UncompressError (UNKNOWN_SERVER_ERROR); now CORRUPT_MESSAGE."""

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 import kcoord
 from kcoord.groups import records
@@ -284,6 +285,83 @@ def test_a_timestamp_is_a_longs_sum_as_kafka_reads_it() -> None:
         (record,) = iter_raw(body, h)
         assert record.timestamp == expected
         assert batch_records.read_header(bytes(rebuild(h, body, [record]))).records_count == 1
+
+
+_header = st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8))
+_maybe_bytes = st.none() | st.binary(max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=20),
+            st.none() | st.binary(max_size=20),
+            st.lists(_header, max_size=3),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    cut=st.integers(0, 20),
+    extra=st.integers(-2, 2),
+)
+def test_record_checks_match(
+    entries: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    damage: list[tuple[int, int]],
+    cut: int,
+    extra: int,
+) -> None:
+    """Produce's check of a batch's records (protocol/records.py ``records_problem``) gives the same
+    answer in C and Python on kafka-python's batches (null keys and values, headers), and on those
+    bytes changed, cut short, or miscounted; a batch as kafka-python wrote it has no problem."""
+    assert codecs is not None
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, batch_size=1 << 20,
+    )  # fmt: skip
+    for i, (key, value, headers) in enumerate(entries):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=key, value=value, headers=headers)
+    batch = bytearray(bytes(builder.build()))
+    for at, byte in damage:
+        at = batch_records.HEADER_SIZE + at % (len(batch) - batch_records.HEADER_SIZE)
+        batch[at] = byte
+    data = bytes(batch[: max(len(batch) - cut, batch_records.HEADER_SIZE)])
+    count = max(len(entries) + extra, 0)
+    native = codecs.records_problem(data, batch_records.HEADER_SIZE, len(data), count)
+    assert native == batch_records.records_problem_python(data[batch_records.HEADER_SIZE :], count)
+    if not damage and not cut and extra == 0:
+        assert native is None
+
+
+def _one_record(rest: bytes) -> bytes:
+    """A record of ``rest`` (everything after its length), its length written before it."""
+    return bytes([2 * len(rest)]) + rest
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        (_one_record(b"\x00\x00\x00\x02k\x02v\x00"), None),
+        (_one_record(b"\x00\x00\x00\x01\x01\x00"), None),  # null key and value
+        (_one_record(b"\x00\x00\x00\x01\x01\x02\x02h\x01"), None),  # a header with a null value
+        (_one_record(b"\x00\x00\x00\x01\x01\x01"), "Found invalid number of record headers"),
+        (_one_record(b"\x00\x00\x00\x01\x01\x02\x01\x01"), "Invalid negative header key size"),
+        (_one_record(b"\x00\x00\x00\x01\x01\x00\x00"), "the record's fields do not fill its length"),
+        (_one_record(b"\x00\x00\x00\x01\x01\x00") + b"\x00", "records still remaining"),
+        (_one_record(b"\x00\x00\x00\x04k\x01\x00"), "Found invalid record structure"),  # key past the end
+        (b"\x40" + b"\x00" * 7, "the record runs past its batch"),
+        (_one_record(b"\x00\x00\x00\x81\x80\x80\x80\x80\x00\x01\x00"), "Found invalid record structure"),
+        # a key length of five bytes with bits past 32, which Kafka's int drops (length 1)
+        (_one_record(b"\x00\x00\x00\x82\x80\x80\x80\x10k\x01\x00"), None),
+    ],
+)
+def test_record_checks_on_the_edges_of_a_record(body: bytes, problem: str | None) -> None:
+    """What Kafka's DefaultRecord.readFrom refuses (InvalidRecordException), in C and in Python."""
+    assert codecs is not None
+    native = codecs.records_problem(body, 0, len(body), 1)
+    assert native == batch_records.records_problem_python(body, 1)
+    assert (native is None) if problem is None else (native is not None and problem in native)
 
 
 def test_a_key_scan_lets_other_threads_run() -> None:
