@@ -453,9 +453,11 @@ static const char *records_problem_at(const unsigned char *b, Py_ssize_t pos, Py
 static PyObject *records_problem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!arity(nargs, 4, "records_problem")) return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) return NULL;
+    if (count == -1 && PyErr_Occurred()) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     if (start < 0 || end > view.len || start > end || count < 0) {
