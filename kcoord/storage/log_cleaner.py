@@ -36,6 +36,9 @@ class _Cleanable:
     # history came since.
     unchanged_since: int | None = None
     unchanged_until: int | None = None
+    # A pass failed on it for a reason other than the disk: not tried again until the broker
+    # restarts (Kafka's LogCleanerManager marks such a partition uncleanable).
+    uncleanable: bool = False
 
 
 class LogCleaner:
@@ -145,11 +148,32 @@ class LogCleaner:
             entry.next_horizon = None
         return stats
 
+    @property
+    def uncleanable(self) -> list[Log]:
+        """The logs a pass failed on, which are no longer cleaned (Kafka's uncleanable partitions)."""
+        return [log_ for log_, entry in self.logs.items() if entry.uncleanable]
+
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.backoff_ms / 1000)
-            for log_ in list(self.logs):
-                try:
-                    await self.clean_if_needed(log_)
-                except Exception:
-                    log.exception("cleaning failed", log=log_.directory.name)
+            await self.run_once()
+
+    async def run_once(self) -> None:
+        """One look at every registered log: each is cleaned if it needs it."""
+        for log_, entry in list(self.logs.items()):
+            if entry.uncleanable:
+                continue
+            try:
+                await self.clean_if_needed(log_)
+            except OSError:
+                # The disk failed a read or a write (a full disk, say): tried again next time.
+                log.exception("cleaning failed", log=log_.directory.name)
+            except Exception:
+                # Records it cannot read (a log written before a stricter parser), or a bug: as
+                # Kafka's LogCleaner, the log is left as it is and not tried again until the
+                # broker restarts, where every pass used to fail and log the same error again.
+                entry.uncleanable = True
+                log.exception(
+                    "cleaning failed: the log is uncleanable until the broker restarts",
+                    log=log_.directory.name,
+                )

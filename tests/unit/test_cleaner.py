@@ -425,3 +425,57 @@ def test_a_key_cut_short_by_its_batch_is_corrupt_not_history() -> None:
     assert record_filter.keys_start_with(body, h, (b"h",))
     with pytest.raises(records.InvalidBatch):
         record_filter.keys_start_with(body[:-6], h, (b"h",))  # the record ends inside its key
+
+
+# --- a log a pass fails on (stop 40) ---------------------------------------------------------------
+def _malformed_batch(ts: int) -> bytes:
+    """A CRC-valid batch whose one record has a key length of six varint bytes, which Kafka's
+    DefaultRecord.readFrom refuses (the parsers did not, before stop 40)."""
+    import struct
+
+    import crc32c
+
+    data = bytearray(
+        records.build_batch([(b"k", b"v")], ts)[:61] + bytes.fromhex("1a00000082808080800061026200")
+    )
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_a_log_a_pass_fails_on_is_uncleanable_and_the_others_are_cleaned(tmp_path: Path, monkeypatch) -> None:
+    """As Kafka's LogCleaner marks a partition uncleanable: a log whose records a pass cannot read is
+    not tried again (every pass failed and logged the same error, forever), while the other logs
+    are cleaned; a failing disk (OSError) is tried again at the next look."""
+    from kcoord.storage import log_cleaner
+
+    now = 10 * DAY
+    bad, good, full = (open_log(tmp_path / name) for name in ("bad", "good", "full"))
+    cleaner = LogCleaner(_Clock(now), DAY, 15000, 0.5)
+    for lg in (bad, good, full):
+        cleaner.register(lg)
+        for i in range(20):
+            put(lg, [(b"k%d" % (i % 2), b"v%d" % i)], now)
+    data = _malformed_batch(now)
+    bad.append(data, [records.read_header(data)], now)
+    for lg in (bad, good, full):
+        lg.roll()
+    passes: list[str] = []
+    compact = log_cleaner.compact
+
+    async def counting(lg: Log, *args: object) -> object:
+        passes.append(lg.directory.name)
+        if lg is full:
+            raise OSError(28, "No space left on device")
+        return await compact(lg, *args)
+
+    monkeypatch.setattr(log_cleaner, "compact", counting)
+    asyncio.run(cleaner.run_once())
+    assert sorted(passes) == ["bad", "full", "good"]
+    assert cleaner.uncleanable == [bad]
+    assert [v for _o, k, v in contents(good) if k == b"k0"] == [b"v18"]  # cleaned
+
+    passes.clear()
+    asyncio.run(cleaner.run_once())
+    assert passes == ["full"]  # the disk is asked again; the unreadable log is not
+    assert cleaner.uncleanable == [bad]
