@@ -30,6 +30,10 @@ How the names are made (JMX exporter, ``lowercaseOutputName: true``; names sanit
 - Log metrics: ``kafka.log<type=Log, name=LogEndOffset, topic=.., partition=..><>Value`` ->
   ``kafka_log_log_logendoffset{topic,partition}``, likewise ``logstartoffset``, ``size`` and
   ``numlogsegments``.
+- The log cleaner's ``kafka.log<type=LogCleanerManager, name=uncleanable-partitions-count,
+  logDirectory=..><>Value`` -> ``kafka_log_logcleanermanager_uncleanable_partitions_count
+  {logDirectory}``: the logs a cleaning pass failed on, over the data plane's cleaner and each
+  coordinator's.
 - Consumer lag as kafka-exporter reports it: ``kafka_consumergroup_current_offset`` and
   ``kafka_consumergroup_lag`` ``{consumergroup,topic,partition}``, their ``_sum`` per topic, and
   ``kafka_consumergroup_members{consumergroup}``; share groups (not in kafka-exporter) get
@@ -155,6 +159,16 @@ def log_metrics(services: Services) -> Iterator[Metric]:
     yield from families.values()
 
 
+def log_cleaner_metrics(services: Services) -> Iterator[Metric]:
+    name = "kafka_log_logcleanermanager_uncleanable_partitions_count"
+    family = Metric(name, "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count", "gauge")
+    cleaners = [services.partitions.cleaner]
+    cleaners += [runtime.cleaner for runtime in (services.groups, services.transactions, services.metadata)]
+    count = sum(len(cleaner.uncleanable) for cleaner in cleaners if cleaner is not None)
+    family.add_sample(name, {"logDirectory": str(services.config.data_dir.resolve())}, count)
+    yield family
+
+
 def lag_metrics(services: Services) -> Iterator[Metric]:
     current = Metric(
         "kafka_consumergroup_current_offset", "Current offset of a consumer group at a partition", "gauge"
@@ -209,6 +223,7 @@ class KcoordCollector(Collector):
         yield from socket_server_metrics(metrics)
         yield from request_metrics(metrics.requests)
         yield from log_metrics(self.services)
+        yield from log_cleaner_metrics(self.services)
         yield from lag_metrics(self.services)
 
 

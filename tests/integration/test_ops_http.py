@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -25,7 +26,7 @@ from kcoord.server.app import Broker
 from kcoord.testing.broker import BrokerThread
 from tests.harness import BrokerProcess, free_port, shared_broker, wait_assigned
 from tests.integration.test_share_confluent import produce, run_worker, set_earliest, start_offsets
-from tests.wire import ApiKey
+from tests.wire import ApiKey, Conn
 
 HTTP_PORT = free_port()
 _started, obroker = shared_broker(
@@ -208,5 +209,50 @@ def test_empty_http_listeners_binds_nothing(tmp_path: Any) -> None:
     broker = BrokerThread(tmp_path, http=False).start()  # http.listeners = ""
     try:
         assert broker.http_url is None  # the broker bound no HTTP address
+    finally:
+        broker.stop()
+
+
+def test_a_log_the_cleaner_cannot_clean_is_counted_as_uncleanable(tmp_path: Any, monkeypatch: Any) -> None:
+    """kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count, as the JMX exporter
+    names it: a compacted topic whose cleaning pass fails (a record the parser refuses; here the
+    pass raises) is counted once, and stays counted, not cleaned, until the broker restarts."""
+    from kafka import KafkaProducer
+
+    from kcoord.storage import log_cleaner
+
+    def unreadable(*_args: Any) -> Any:
+        raise ValueError("a record the cleaner cannot read")
+
+    monkeypatch.setattr(log_cleaner, "compact", unreadable)
+    broker = BrokerThread(tmp_path, {"log.cleaner.backoff.ms": 100}, http=True).start()
+    name = "kafka_log_logcleanermanager_uncleanable_partitions_count"
+    labels = frozenset({("logDirectory", str(tmp_path.resolve()))})
+    try:
+        assert broker.http_url is not None
+
+        def gauge() -> float:
+            with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as r:
+                families = text_string_to_metric_families(r.read().decode())
+            return {(s.name, frozenset(s.labels.items())): s.value for f in families for s in f.samples}[
+                (name, labels)
+            ]
+
+        assert gauge() == 0
+        with Conn(broker.host, broker.port) as conn:
+            conn.create_topic(
+                "c", partitions=1, configs={"cleanup.policy": "compact", "segment.bytes": "1048576"}
+            )
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+        for i in range(1_400):  # ~1.4 MiB: the first segment rolls, and is all dirty
+            producer.send("c", key=b"k%d" % (i % 10), value=b"v" * 1000)
+        producer.flush()
+        producer.close()
+        deadline = time.monotonic() + 20
+        while gauge() < 1:
+            assert time.monotonic() < deadline, "no cleaning pass failed"
+            time.sleep(0.1)
+        time.sleep(0.5)  # several more looks of the cleaner: the log is not counted twice
+        assert gauge() == 1
     finally:
         broker.stop()
