@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bench.run import load_kload_bench, primary
+from bench.run import load_kload_bench
+from bench.summary import primary
 
 DEFAULT_WORKLOADS = ("commit", "fetch-offsets", "rebalance")
 

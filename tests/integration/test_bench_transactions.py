@@ -71,7 +71,7 @@ def test_transactions_bench_runs_end_to_end(tmp_path: Path) -> None:
             assert r["wraps"] > 0  # 20 input records per partition: the workers went round the input
 
     # the suite's rows (python -m bench --workloads transactions) render from the same result
-    from bench.run import table_line, transactions_cells
+    from bench.summary import table_line, transactions_cells
 
     rows = transactions_cells(res)
     assert [r["row"] for r in rows] == [

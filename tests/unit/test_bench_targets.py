@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.run import summarise
+from bench.summary import summarise
 
 
 def rec(peer: str, config: str, rps: float, cores: float, p99_us: float, repeat: int = 0, **kw: Any) -> dict:
@@ -136,3 +136,26 @@ def test_the_python_floor_is_given_beside_each_commit_figure() -> None:
         ],
     )
     assert deep["met"] == "met (1.25x (Python floor 0.50x); 0.80x; 0.90 vs 1.00 ms)"
+
+
+def test_a_re_rendered_summary_keeps_the_memory_row(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--summarise DIR`` re-renders a run from its files: the memory row used to be dropped
+    (summary.json did not keep it), and re-rendering rewrote summary.md without it."""
+    import json
+
+    from bench import run
+    from bench.summary import report
+
+    (tmp_path / "meta.json").write_text(json.dumps({"matrix": [], "repeats": 1}))
+    memory = {
+        "groups": 10_000,
+        "partitions": 10,
+        "empty_mb": 60.0,
+        "filled_mb": 122.0,
+        "restarted_mb": 138.0,
+        "valid": True,
+    }
+    first = report(tmp_path, [], 1, None, None, [], memory=memory)
+    assert "memory 10,000 groups x 10 partitions" in first
+    assert run.resummarise(tmp_path) == 0
+    assert "memory 10,000 groups x 10 partitions" in (tmp_path / "summary.md").read_text()
