@@ -255,8 +255,7 @@ def append_records(
             if compacted:
                 compaction.check_keys(data, h)
     except InvalidBatch as e:
-        code = ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD
-        raise KafkaError(code, str(e)) from e
+        raise _refused(e) from e
     # Kafka's ProduceRequest.validateRecords, for every version kcoord serves (v3+).
     if len(headers) > 1:
         raise KafkaError(
@@ -285,17 +284,13 @@ def append_records(
             try:
                 _check_timestamps(data, h, now, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms)
             except InvalidBatch as e:
-                raise KafkaError(
-                    ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
-                ) from e
+                raise _refused(e) from e
     codec = rules.codec
     if codec is not None:
         try:
             data, headers = compression.apply_topic_codec(data, headers, codec)
         except InvalidBatch as e:  # records that cannot be read to be recompressed
-            raise KafkaError(
-                ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
-            ) from e
+            raise _refused(e) from e
         # Kafka checks the sizes again when recompression changed them (UnifiedLog.append).
         for h in headers:
             if h.size > max_batch:
@@ -316,6 +311,12 @@ class RecordErrors(KafkaError):
     def __init__(self, code: int, message: str, errors: list[tuple[int, str]]) -> None:
         super().__init__(code, message)
         self.errors = errors
+
+
+def _refused(e: InvalidBatch) -> KafkaError:
+    """A producer's batch refused: CORRUPT_MESSAGE for what a CRC or size says is damaged (the Java
+    producer retries it), INVALID_RECORD for records Kafka cannot read (it fails the batch)."""
+    return KafkaError(ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
 
 
 def _check_timestamps(

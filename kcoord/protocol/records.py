@@ -545,6 +545,11 @@ def bounded_varint(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int,
     raise InvalidBatch(RUNS_PAST, corrupt=False)
 
 
+def as_long(value: int) -> int:
+    """``value`` as a Java long holds it: a sum past 64 bits wraps, as Kafka's does."""
+    return ((value + (1 << 63)) & _LONG_MASK) - (1 << 63)
+
+
 def records_problem(data: bytes | bytearray | memoryview, h: BatchHeader) -> str | None:
     """What Kafka's DefaultRecord.readFrom would refuse in the uncompressed batch ``h`` of
     ``data`` (Kafka's LogValidator reads every record a producer sends), or None. In C when the

@@ -180,11 +180,7 @@ def iter_raw(body: bytes, h: BatchHeader) -> Iterator[RawRecord]:
         if vlen > end - pos:
             raise records.InvalidBatch(_RUNS_PAST, corrupt=False)
         # A long's sum, as Kafka's (it wraps), so that a rebuilt batch can hold it.
-        ts = (
-            append_time
-            if append_time is not None
-            else ((base_ts + ts_delta + _LONG_MIN) & _LONG_MASK) - _LONG_MIN
-        )
+        ts = append_time if append_time is not None else records.as_long(base_ts + ts_delta)
         yield RawRecord(base + off_delta, ts, key, vlen < 0, start, after_ts, end)
         pos = end
 
@@ -204,8 +200,6 @@ def keys_start_with(body: bytes, h: BatchHeader, prefixes: tuple[bytes, ...]) ->
 
 
 _RUNS_PAST: Final = records.RUNS_PAST  # InvalidRecordException in Kafka (records.bounded_varint)
-_LONG_MASK: Final = (1 << 64) - 1
-_LONG_MIN: Final = 1 << 63
 
 
 def keys_start_with_python(body: bytes, count: int, prefixes: tuple[bytes, ...]) -> bool:
