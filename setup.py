@@ -41,6 +41,7 @@ COMPILED = [
     "kcoord/dataplane/append_rules.py",
     "kcoord/dataplane/compaction.py",
     "kcoord/dataplane/compression.py",
+    "kcoord/dataplane/partition.py",
     "kcoord/dataplane/partitions.py",
     "kcoord/dataplane/producer_state.py",
     "kcoord/dataplane/topic_config.py",

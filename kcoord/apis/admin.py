@@ -42,7 +42,7 @@ from typing import Any
 from kcoord.apis.authorization import Op, authorized_topics, require_cluster
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
-from kcoord.dataplane.partitions import Partition, Topic
+from kcoord.dataplane.partition import Partition, Topic
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.protocol.messages import ApiKey, response_class
 

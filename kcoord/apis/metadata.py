@@ -36,7 +36,8 @@ from kcoord.apis.authorization import (
 )
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
-from kcoord.dataplane.partitions import Topic, validate_topic_name
+from kcoord.dataplane.partition import Topic
+from kcoord.dataplane.partitions import validate_topic_name
 from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.metadata.acls import CLUSTER_NAME
 from kcoord.protocol.errors import ErrorCode, KafkaError

@@ -58,7 +58,8 @@ from kcoord.apis.reply import Reply
 from kcoord.apis.services import Services
 from kcoord.config import BrokerConfig
 from kcoord.dataplane import compaction, compression
-from kcoord.dataplane.partitions import Partition, PartitionManager, Topic
+from kcoord.dataplane.partition import Partition, Topic
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.topic_config import LONG_MAX
 from kcoord.protocol import records
 from kcoord.protocol.errors import CloseConnection, ErrorCode, KafkaError

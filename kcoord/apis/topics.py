@@ -25,7 +25,7 @@ from kcoord.apis.authorization import Op, cluster_authorized, topic_authorized
 from kcoord.apis.config_sources import topic_config_source
 from kcoord.apis.context import RequestContext
 from kcoord.apis.services import Services
-from kcoord.dataplane.partitions import Topic
+from kcoord.dataplane.partition import Topic
 from kcoord.dataplane.topic_config import TOPIC_CONFIGS, effective
 from kcoord.metadata import CLUSTER_METADATA_TOPIC
 from kcoord.protocol.errors import ErrorCode, KafkaError

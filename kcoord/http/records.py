@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcoord.dataplane.partitions import Partition
+from kcoord.dataplane.partition import Partition
 from kcoord.protocol import records
 
 READ_BYTES = 1 << 20  # per read, as a consumer's fetch.max.bytes is per request

@@ -24,7 +24,8 @@ from typing import Any, Final
 import structlog
 
 from kcoord.clock import Clock
-from kcoord.dataplane.partitions import Partition, PartitionManager
+from kcoord.dataplane.partition import Partition
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.groups import OFFSETS_TOPIC
 from kcoord.groups.store import GroupStore
 from kcoord.protocol.errors import ErrorCode, KafkaError

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.partitions import Partition
+from kcoord.dataplane.partition import Partition
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey, request_class

@@ -14,7 +14,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kcoord.apis.produce import append_records
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.partitions import Partition, PartitionManager
+from kcoord.dataplane.partition import Partition
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.dataplane.topic_config import InvalidTopicConfig, validate_topic_configs
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError

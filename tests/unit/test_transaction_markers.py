@@ -14,7 +14,8 @@ from typing import Any
 
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.partitions import Partition, PartitionManager
+from kcoord.dataplane.partition import Partition
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.protocol import records
 from kcoord.server import transaction_markers
 from kcoord.server.transaction_markers import TransactionMarkers

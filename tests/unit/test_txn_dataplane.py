@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from kcoord.clock import ManualClock
 from kcoord.config import BrokerConfig
-from kcoord.dataplane.partitions import Partition, PartitionManager
+from kcoord.dataplane.partition import Partition
+from kcoord.dataplane.partitions import PartitionManager
 from kcoord.protocol import records
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.storage.flush import Flusher
