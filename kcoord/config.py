@@ -207,10 +207,10 @@ class BrokerConfig(BaseModel):
     log_preallocate: bool = Field(
         True,
         description=(
-            "Grow the active segment's file ahead of its appends (1-16 MiB at a time), trimmed "
-            "when it rolls or closes (kcoord: on by default, unlike Kafka: on ext4, appends that "
-            "allocate wait for a running sync, and an fdatasync after an append that grows the "
-            "file costs ~40 us more)."
+            "Grow the active segment's file ahead of its appends (1-16 MiB at a time; coordinator "
+            "logs by writing 1 MiB of zeros), trimmed when it rolls or closes (kcoord: on by "
+            "default, unlike Kafka: on ext4, appends that allocate wait for a running sync, and an "
+            "fdatasync after an append that grows the file costs ~40 us more)."
         ),
     )
     log_cache_retain_bytes: int = Field(

@@ -122,6 +122,7 @@ def group_runtime(
             retention_bytes=-1,
             index_interval_bytes=config.log_index_interval_bytes,
             preallocate=config.log_preallocate,
+            preallocate_zeros=True,  # small appends, each synced: see preallocation.py
         ),
         group_records(),
         lambda _partition: group_store(config, topics, records_available, consumer_rebalanced),
@@ -177,6 +178,7 @@ def transaction_runtime(
             retention_bytes=-1,
             index_interval_bytes=config.log_index_interval_bytes,
             preallocate=config.log_preallocate,
+            preallocate_zeros=True,  # small appends, each synced: see preallocation.py
         ),
         RecordRegistry([TRANSACTION_RECORDS]),
         lambda _partition: TransactionStore(txn_config, next_producer_id, send_markers),
@@ -213,6 +215,7 @@ def metadata_runtime(
             retention_bytes=-1,
             index_interval_bytes=config.log_index_interval_bytes,
             preallocate=config.log_preallocate,
+            preallocate_zeros=True,  # small appends, each synced: see preallocation.py
         ),
         RecordRegistry([METADATA_RECORDS]),
         lambda _partition: MetadataStore(),

@@ -99,6 +99,8 @@ class LogConfig:
     # Kafka's preallocate / log.preallocate: the active segment's file is grown ahead of its
     # appends (kcoord/storage/preallocation.py).
     preallocate: bool = True
+    # Preallocated space written with zeros instead of reserved (preallocation.py says when).
+    preallocate_zeros: bool = False
     # log.cache.retain.bytes: synced bytes further than this behind a segment's end are dropped
     # from the page cache (Segment.drop_ops); -1 leaves them to the kernel.
     cache_retain_bytes: int = -1
@@ -217,6 +219,7 @@ class Log:
         self.high_watermark = self.log_end_offset
         self.active_roll_jitter_ms = self._draw_jitter()
         self.segments[-1].preallocate_bytes = self._preallocate_bytes
+        self.segments[-1].preallocate_zeros = config.preallocate_zeros
         for seg in self.segments:
             seg.cache_retain_bytes = config.cache_retain_bytes
         return self
@@ -346,7 +349,11 @@ class Log:
         old.close_indexes()
         self._unsynced.append(old)
         seg = Segment(
-            self.directory, self.log_end_offset, self.config.index_interval_bytes, self._preallocate_bytes
+            self.directory,
+            self.log_end_offset,
+            self.config.index_interval_bytes,
+            self._preallocate_bytes,
+            self.config.preallocate_zeros,
         )
         seg.load(recover=False)
         seg.persist_indexes(keep_open=True)

@@ -21,6 +21,22 @@ a crash the zeros are still there, and opening the log (``Segment.load``), which
 at the first bytes that are not a batch, cuts them off. Unlike a torn write they are no sign of
 damage: the segments after such a segment are kept.
 
+Reserved blocks are unwritten extents, though: the writeback of each append into a new block
+of them converts that extent, and the fdatasync then commits the conversion to the journal.
+Coordinator logs append a few hundred bytes per commit and sync every flush round, so most of
+their rounds paid for a conversion. Their segments (``LogConfig.preallocate_zeros``) are grown
+by writing zeros instead, 1 MiB at a time, whose writeback is started at once: the blocks are
+then allocated and written, and a round's sync is a plain overwrite. Measured on this VM:
+
+- pwrite + fdatasync of 19 KB (a round of 125 offset commits): 240-249 us median into reserved
+  space, 160-166 us into written zeros; 100 KB: 314-369 against 196-201 us.
+- kload commit 8 x 16, fresh broker per run, alternating: 74-85 k commits/s with reserved space
+  against 92-98 k with written zeros (+8-27 %), 10.1-11.3 against 8.8-9.5 us of broker CPU per
+  commit.
+
+Topic partitions keep reserved space: their appends are large, and writing every byte twice (zeros,
+then data, up to 16 MiB at a time) cut acks=1 produce at 8 x 16 from 700-780 to 230-320 MB/s.
+
 A trimmed file is what the previous versions wrote. After a crash they cut the active segment's
 zeros off as a torn tail. A rolled segment is trimmed in the same flush round that syncs the
 first data written after the roll, so under ``log.flush.policy=always`` a crash can leave one
@@ -45,6 +61,12 @@ from collections.abc import Callable
 PREALLOCATE_CHUNK_BYTES = 16 << 20
 PREALLOCATE_MIN_BYTES = 1 << 20
 
+# Zeros written ahead at a time (``write_zeros``). Each chunk costs its writer a page-cache
+# write and one flush round a block allocation to commit: a larger one makes that round's wait
+# longer, a smaller one more rounds wait (512 KiB measured as 1 MiB at 8 x 16 commits).
+ZEROS_CHUNK_BYTES = 1 << 20
+_ZEROS = bytes(ZEROS_CHUNK_BYTES)
+
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
@@ -64,6 +86,20 @@ def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
 _fallocate = _libc_fallocate()
 
 
+def _libc_sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range  # Linux only; os lacks it
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_sync_file_range = _libc_sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
 def grow(fd: int, start: int, end: int) -> int | None:
     """Allocate the file's blocks from ``start`` to ``end`` and make it at least that long.
 
@@ -75,6 +111,28 @@ def grow(fd: int, start: int, end: int) -> int | None:
     if _fallocate(fd, 0, start, end - start) == 0:
         return None
     return ctypes.get_errno()
+
+
+def write_zeros(fd: int, start: int, end: int) -> int | None:
+    """Write zeros from ``start`` to ``end`` and start writing them back, without waiting.
+
+    Space grown this way has its blocks allocated and written once the writeback is done, so an
+    append into it changes no extent and its fdatasync commits nothing to the journal (the
+    module's docstring). The writeback starts at once so that it is over, as a rule, before the
+    next flush round's sync, which would otherwise wait for it.
+
+    Returns None, or the errno of a failure (the file may then have grown part of the way).
+    """
+    zeros = memoryview(_ZEROS)
+    pos = start
+    try:
+        while pos < end:
+            pos += os.pwrite(fd, zeros[: min(len(zeros), end - pos)], pos)
+    except OSError as e:
+        return e.errno or errno.EIO
+    if _sync_file_range is not None:
+        _sync_file_range(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)  # a hint: never fails a write
+    return None
 
 
 def unsupported(err: int) -> bool:

@@ -34,7 +34,12 @@ def segment_name(base_offset: int) -> str:
 
 class Segment:
     def __init__(
-        self, directory: Path, base_offset: int, index_interval_bytes: int, preallocate_bytes: int = 0
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        preallocate_bytes: int = 0,
+        preallocate_zeros: bool = False,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -56,6 +61,7 @@ class Segment:
         # The file is grown ahead of the appends, this many bytes at a time (0: it grows as they
         # write), and was grown up to ``_grown_to`` (0: not by this object; see preallocation.py).
         self.preallocate_bytes = preallocate_bytes
+        self.preallocate_zeros = preallocate_zeros  # grown by writing zeros (preallocation.py)
         self._grown_to = 0
         # Synced bytes more than this far behind the end leave the page cache (-1: they stay; see
         # drop_synced_pages), and they were dropped up to ``_dropped_to``.
@@ -241,11 +247,17 @@ class Segment:
         return start
 
     def _grow(self, start: int, length: int) -> None:
-        # As much as the segment holds already, between the bounds: an idle partition's file
-        # runs 1 MiB ahead of its data, a busy one's 16 MiB.
-        step = min(self.preallocate_bytes, max(preallocation.PREALLOCATE_MIN_BYTES, start))
-        end = start + max(length, step)
-        err = preallocation.grow(self.fd, start, end)
+        if self.preallocate_zeros:
+            # A chunk of zeros past the bytes about to be appended, which cover their own blocks.
+            begin = max(start + length, self._grown_to)
+            end = begin + min(self.preallocate_bytes, preallocation.ZEROS_CHUNK_BYTES)
+            err = preallocation.write_zeros(self.fd, begin, end)
+        else:
+            # As much as the segment holds already, between the bounds: an idle partition's file
+            # runs 1 MiB ahead of its data, a busy one's 16 MiB.
+            step = min(self.preallocate_bytes, max(preallocation.PREALLOCATE_MIN_BYTES, start))
+            end = start + max(length, step)
+            err = preallocation.grow(self.fd, start, end)
         if err is None:
             self._grown_to = end
         elif preallocation.unsupported(err):

@@ -4,6 +4,7 @@ opening the log cuts the zeros off and loses nothing."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -173,3 +174,111 @@ def test_a_trusted_segment_with_bytes_past_its_batches_is_recovered(tmp_path: Pa
     recovered = Log.open(tmp_path, config, Flusher("os"), unclean=True)
     assert [r[0] for r in read_all(recovered)] == list(range(10))
     recovered.close()
+
+
+# --- coordinator logs: space grown by writing zeros ------------------------------------------
+_FS_IOC_FIEMAP = 0xC020660B
+_FIEMAP_FLAG_SYNC = 0x1
+_FIEMAP_EXTENT_UNWRITTEN = 0x800
+_FIEMAP_EXTENT_LAST = 0x1
+_EXTENTS = 64
+
+
+def unwritten_extents(path: Path) -> list[tuple[int, int]]:
+    """(offset, length) of the file's unwritten extents (blocks reserved, never written), from
+    the FIEMAP ioctl after a sync; skips the test where the filesystem has no FIEMAP."""
+    import fcntl
+    import struct
+
+    found: list[tuple[int, int]] = []
+    start = 0
+    with open(path, "rb") as f:
+        while True:
+            request = bytearray(
+                struct.pack("=QQIIII", start, (1 << 64) - 1 - start, _FIEMAP_FLAG_SYNC, 0, _EXTENTS, 0)
+            )
+            request += bytes(56 * _EXTENTS)
+            try:
+                fcntl.ioctl(f.fileno(), _FS_IOC_FIEMAP, request)
+            except OSError:
+                pytest.skip("this filesystem has no FIEMAP")
+            mapped = struct.unpack_from("=I", request, 20)[0]
+            last = False
+            for i in range(mapped):
+                logical, _physical, length = struct.unpack_from("=QQQ", request, 32 + 56 * i)
+                flags = struct.unpack_from("=I", request, 32 + 56 * i + 40)[0]
+                if flags & _FIEMAP_EXTENT_UNWRITTEN:
+                    found.append((logical, length))
+                start = logical + length
+                last = bool(flags & _FIEMAP_EXTENT_LAST)
+            if last or mapped == 0:
+                return found
+
+
+def test_coordinator_segments_grow_by_written_zeros(tmp_path: Path, can_grow: None) -> None:
+    """Reserved space is unwritten extents, whose conversion each sync into a new block commits
+    to the journal; a coordinator log's space ahead of its data is written zeros instead, never
+    more than a chunk past the append that grew it."""
+    reserved = open_log(tmp_path / "topic")
+    append(reserved, [T0] * 5, value_size=100)
+    assert unwritten_extents(reserved.active.path)  # the check can tell the two apart
+    reserved.close()
+
+    log = open_log(tmp_path / "coordinator", preallocate_zeros=True)
+    seg = log.active
+    for n in range(1, 3000):  # ~330 KB a round of 100 appends: the file grows a few times
+        append(log, [T0], value_size=100)
+        if n % 100 == 0:
+            assert seg.size < file_size(seg.path) <= seg.size + preallocation.ZEROS_CHUNK_BYTES
+            os.fsync(seg.fd)
+            assert unwritten_extents(seg.path) == []
+    with open(seg.path, "rb") as f:
+        f.seek(seg.size)
+        assert f.read() == bytes(file_size(seg.path) - seg.size)
+    assert len(read_all(log)) == 2999
+    log.close()
+    assert file_size(seg.path) == seg.size  # trimmed to its data, as reserved space is
+    reopened = open_log(tmp_path / "coordinator", preallocate_zeros=True)
+    assert len(read_all(reopened)) == 2999
+    reopened.close()
+
+
+def test_a_crash_leaves_written_zeros_that_opening_cuts_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory())
+    log = open_log(tmp_path, preallocate_zeros=True)
+    append(log, [T0] * 5, value_size=100)
+    path, data = log.active.path, log.active.size
+    assert file_size(path) == data + preallocation.ZEROS_CHUNK_BYTES  # kill -9: nothing trimmed
+    reopened = open_log(tmp_path, unclean=True, preallocate_zeros=True)
+    assert reopened.log_end_offset == 5 and file_size(path) == data
+    out = capsys.readouterr().out
+    assert "trimming preallocated space" in out and "torn" not in out
+    append(reopened, [T0] * 5, value_size=100)
+    assert [r[0] for r in read_all(reopened)] == list(range(10))
+    reopened.close()
+    log.close()
+
+
+def test_zeros_the_disk_refuses_part_way_leave_the_appends_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk stops the zeros part of the way: the file is as long as they got, appends go
+    on into it and past it, and closing trims the file to its data."""
+    wrote = preallocation.write_zeros
+
+    def full_disk(fd: int, start: int, end: int) -> int | None:
+        wrote(fd, start, start + 4096)
+        return errno.ENOSPC
+
+    monkeypatch.setattr(preallocation, "write_zeros", full_disk)
+    log = open_log(tmp_path, preallocate_zeros=True)
+    for _ in range(20):  # 20 x ~1.1 KB: past the 4 KiB of zeros
+        append(log, [T0] * 10, value_size=100)
+    seg = log.active
+    assert file_size(seg.path) >= seg.size > 4096
+    assert len(read_all(log)) == 200
+    log.close()
+    assert file_size(seg.path) == seg.size
+    assert len(read_all(open_log(tmp_path, preallocate_zeros=True))) == 200
