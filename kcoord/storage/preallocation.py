@@ -1,6 +1,6 @@
 """Preallocated segments (Kafka's ``log.preallocate``): the active segment's file is grown ahead
-of its appends (by as much as it holds already, from 1 MiB to 16 MiB at a time) and trimmed to
-its data when the segment stops being active.
+of its appends (by as much as it holds already, from 1 MiB to 16 MiB at a time; a coordinator
+log's by 1 MiB of zeros, below) and trimmed to its data when the segment stops being active.
 
 Why, measured on this VM's ext4 (the machine kind kcoord is benchmarked on):
 
@@ -26,7 +26,8 @@ of them converts that extent, and the fdatasync then commits the conversion to t
 Coordinator logs append a few hundred bytes per commit and sync every flush round, so most of
 their rounds paid for a conversion. Their segments (``LogConfig.preallocate_zeros``) are grown
 by writing zeros instead, 1 MiB at a time, whose writeback is started at once: the blocks are
-then allocated and written, and a round's sync is a plain overwrite. Measured on this VM:
+then allocated and written, and a round's sync is a plain overwrite (but for the round after
+each chunk, which commits that chunk's allocation). Measured on this VM:
 
 - pwrite + fdatasync of 19 KB (a round of 125 offset commits): 240-249 us median into reserved
   space, 160-166 us into written zeros; 100 KB: 314-369 against 196-201 us.
@@ -44,7 +45,8 @@ untrimmed only before anything after it was acknowledged; the previous versions 
 segments after it, which then hold only unacknowledged records.
 
 Disk space: up to 16 MiB per partition beyond its data (1 MiB for a partition that holds less
-than that), counted by neither ``retention.bytes`` nor DescribeLogDirs, which count data.
+than that, and for a coordinator log), counted by neither ``retention.bytes`` nor
+DescribeLogDirs, which count data.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def unsupported(err: int) -> bool:
 
 def trim(fd: int, size: int) -> None:
     """Cut the file back to ``size``, where its data ends, keeping its modification time (the
-    zeros past the data were never written; ListOffsets v0 answers with segments' times)."""
+    zeros past the data are no data; ListOffsets v0 answers with segments' times)."""
     st = os.fstat(fd)
     os.ftruncate(fd, size)
     # Only the file's owner may set its times (a broker with group write access gets EPERM):

@@ -248,16 +248,20 @@ class Segment:
 
     def _grow(self, start: int, length: int) -> None:
         if self.preallocate_zeros:
-            # A chunk of zeros past the bytes about to be appended, which cover their own blocks.
-            begin = max(start + length, self._grown_to)
-            end = begin + min(self.preallocate_bytes, preallocation.ZEROS_CHUNK_BYTES)
-            err = preallocation.write_zeros(self.fd, begin, end)
-        else:
-            # As much as the segment holds already, between the bounds: an idle partition's file
-            # runs 1 MiB ahead of its data, a busy one's 16 MiB.
-            step = min(self.preallocate_bytes, max(preallocation.PREALLOCATE_MIN_BYTES, start))
-            end = start + max(length, step)
-            err = preallocation.grow(self.fd, start, end)
+            # The appended bytes' blocks too, first: on a nearly full disk the zeros never take
+            # the blocks the append needs. A failed write is a full disk (or a failing one): the
+            # append reports it, and the file is as long as the zeros got (trimmed at the end).
+            end = start + length + min(self.preallocate_bytes, preallocation.ZEROS_CHUNK_BYTES)
+            if preallocation.write_zeros(self.fd, max(start, self._grown_to), end) is None:
+                self._grown_to = end
+            else:
+                self._grown_to = max(self._grown_to, os.fstat(self.fd).st_size)
+            return
+        # As much as the segment holds already, between the bounds: an idle partition's file
+        # runs 1 MiB ahead of its data, a busy one's 16 MiB.
+        step = min(self.preallocate_bytes, max(preallocation.PREALLOCATE_MIN_BYTES, start))
+        end = start + max(length, step)
+        err = preallocation.grow(self.fd, start, end)
         if err is None:
             self._grown_to = end
         elif preallocation.unsupported(err):

@@ -34,7 +34,9 @@ def test_committed_offsets_land_in_written_zeros_and_survive_a_kill_9(broker_fac
         data = f.read()
     end = len(data.rstrip(b"\0"))
     assert 0 < end < size <= end + preallocation.ZEROS_CHUNK_BYTES + 4096
-    assert unwritten_extents(segment) == []
+    # What tells written zeros from reserved space (both read as zeros, both are trimmed after
+    # a crash); None: this filesystem cannot say.
+    assert unwritten_extents(segment) in ([], None)
 
     broker.kill()
     broker.start()

@@ -184,9 +184,9 @@ _FIEMAP_EXTENT_LAST = 0x1
 _EXTENTS = 64
 
 
-def unwritten_extents(path: Path) -> list[tuple[int, int]]:
+def unwritten_extents(path: Path) -> list[tuple[int, int]] | None:
     """(offset, length) of the file's unwritten extents (blocks reserved, never written), from
-    the FIEMAP ioctl after a sync; skips the test where the filesystem has no FIEMAP."""
+    the FIEMAP ioctl after a sync; None where the filesystem has no FIEMAP (tmpfs)."""
     import fcntl
     import struct
 
@@ -201,7 +201,7 @@ def unwritten_extents(path: Path) -> list[tuple[int, int]]:
             try:
                 fcntl.ioctl(f.fileno(), _FS_IOC_FIEMAP, request)
             except OSError:
-                pytest.skip("this filesystem has no FIEMAP")
+                return None
             mapped = struct.unpack_from("=I", request, 20)[0]
             last = False
             for i in range(mapped):
@@ -221,7 +221,9 @@ def test_coordinator_segments_grow_by_written_zeros(tmp_path: Path, can_grow: No
     more than a chunk past the append that grew it."""
     reserved = open_log(tmp_path / "topic")
     append(reserved, [T0] * 5, value_size=100)
-    assert unwritten_extents(reserved.active.path)  # the check can tell the two apart
+    found = unwritten_extents(reserved.active.path)
+    fiemap = found is not None
+    assert found or not fiemap  # the check can tell the two apart
     reserved.close()
 
     log = open_log(tmp_path / "coordinator", preallocate_zeros=True)
@@ -231,7 +233,7 @@ def test_coordinator_segments_grow_by_written_zeros(tmp_path: Path, can_grow: No
         if n % 100 == 0:
             assert seg.size < file_size(seg.path) <= seg.size + preallocation.ZEROS_CHUNK_BYTES
             os.fsync(seg.fd)
-            assert unwritten_extents(seg.path) == []
+            assert unwritten_extents(seg.path) == ([] if fiemap else None)
     with open(seg.path, "rb") as f:
         f.seek(seg.size)
         assert f.read() == bytes(file_size(seg.path) - seg.size)
@@ -258,7 +260,10 @@ def test_a_crash_leaves_written_zeros_that_opening_cuts_off(
     append(reopened, [T0] * 5, value_size=100)
     assert [r[0] for r in read_all(reopened)] == list(range(10))
     reopened.close()
-    log.close()
+    log.close()  # the crashed process's view, older than the file: it never shortens it
+    again = open_log(tmp_path, preallocate_zeros=True)
+    assert [r[0] for r in read_all(again)] == list(range(10))
+    again.close()
 
 
 def test_zeros_the_disk_refuses_part_way_leave_the_appends_whole(
@@ -281,4 +286,6 @@ def test_zeros_the_disk_refuses_part_way_leave_the_appends_whole(
     assert len(read_all(log)) == 200
     log.close()
     assert file_size(seg.path) == seg.size
-    assert len(read_all(open_log(tmp_path, preallocate_zeros=True))) == 200
+    reopened = open_log(tmp_path, preallocate_zeros=True)
+    assert len(read_all(reopened)) == 200
+    reopened.close()
