@@ -320,8 +320,9 @@ class BrokerConfig(BaseModel):
     coordinator_snapshot_interval_records: int = Field(
         100000,
         ge=0,
-        description="Snapshot a coordinator partition's state every this many records appended "
-        "(and at a clean shutdown), so a restart replays only the log after it; 0: only at shutdown.",
+        description="Snapshot a coordinator partition's state every this many records appended, "
+        "and at least 50 per key it holds (and at a clean shutdown), so a restart replays only the "
+        "log after it; 0: only at shutdown.",
     )
 
     # --- transaction coordinator ---------------------------------------------------------------
