@@ -75,17 +75,18 @@ def test_a_rolled_segment_is_trimmed(tmp_path: Path, can_grow: None) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("zeros", [False, True], ids=["reserved", "written zeros"])
 def test_a_crash_leaves_zeros_that_opening_cuts_off(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], zeros: bool
 ) -> None:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory())
-    log = open_log(tmp_path)
+    log = open_log(tmp_path, preallocate_zeros=zeros)
     append(log, [T0] * 5, value_size=100)
     path = log.active.path
     data = log.active.size
     # kill -9: nothing is closed or trimmed.
-    assert file_size(path) == PREALLOCATE_MIN_BYTES
-    reopened = open_log(tmp_path, unclean=True)
+    assert file_size(path) == (data + preallocation.ZEROS_CHUNK_BYTES if zeros else PREALLOCATE_MIN_BYTES)
+    reopened = open_log(tmp_path, unclean=True, preallocate_zeros=zeros)
     assert reopened.log_end_offset == 5 and file_size(path) == data
     out = capsys.readouterr().out
     assert "trimming preallocated space" in out and "torn" not in out
@@ -93,7 +94,9 @@ def test_a_crash_leaves_zeros_that_opening_cuts_off(
     assert [r[0] for r in read_all(reopened)] == list(range(10))
     reopened.close()
     log.close()  # the crashed process's view, older than the file: it never shortens it
-    assert [r[0] for r in read_all(open_log(tmp_path))] == list(range(10))
+    again = open_log(tmp_path, preallocate_zeros=zeros)
+    assert [r[0] for r in read_all(again)] == list(range(10))
+    again.close()
 
 
 @pytest.mark.parametrize("behind", [1, 2], ids=["before the active", "two before the active"])
@@ -243,27 +246,6 @@ def test_coordinator_segments_grow_by_written_zeros(tmp_path: Path, can_grow: No
     reopened = open_log(tmp_path / "coordinator", preallocate_zeros=True)
     assert len(read_all(reopened)) == 2999
     reopened.close()
-
-
-def test_a_crash_leaves_written_zeros_that_opening_cuts_off(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory())
-    log = open_log(tmp_path, preallocate_zeros=True)
-    append(log, [T0] * 5, value_size=100)
-    path, data = log.active.path, log.active.size
-    assert file_size(path) == data + preallocation.ZEROS_CHUNK_BYTES  # kill -9: nothing trimmed
-    reopened = open_log(tmp_path, unclean=True, preallocate_zeros=True)
-    assert reopened.log_end_offset == 5 and file_size(path) == data
-    out = capsys.readouterr().out
-    assert "trimming preallocated space" in out and "torn" not in out
-    append(reopened, [T0] * 5, value_size=100)
-    assert [r[0] for r in read_all(reopened)] == list(range(10))
-    reopened.close()
-    log.close()  # the crashed process's view, older than the file: it never shortens it
-    again = open_log(tmp_path, preallocate_zeros=True)
-    assert [r[0] for r in read_all(again)] == list(range(10))
-    again.close()
 
 
 def test_zeros_the_disk_refuses_part_way_leave_the_appends_whole(

@@ -7,18 +7,13 @@ import asyncio
 import sys
 from pathlib import Path
 
-from kcoord.clock import ManualClock
-from kcoord.config import build_config
-from kcoord.protocol import records
-from kcoord.server.coordinators import group_runtime
-from kcoord.storage.flush import Flusher
 from kcoord.storage.switch_interval import (
     BACKGROUND_SWITCH_INTERVAL_S,
     background_work_ended,
     background_work_started,
     handing_back_the_gil_often,
 )
-from tests.unit.grouputil import FakeTopics
+from tests.unit.test_snapshot_interval import append, one_partition_runtime
 
 
 def test_overlapping_work_keeps_the_short_interval_until_the_last_one_ends() -> None:
@@ -35,22 +30,12 @@ def test_a_periodic_coordinator_snapshot_hands_the_gil_back_often_while_it_is_wr
     """Encoding a snapshot is Python on a worker thread: at the bench's commit rate a snapshot of
     10 k keys was written three times a second, and with Python's 5 ms switch interval 1-2 % of
     the commits waited ~10 ms more."""
-    config = build_config(
-        {},
-        {
-            "log_dirs": str(tmp_path),
-            "offsets_topic_num_partitions": 1,
-            "coordinator_snapshot_interval_records": 1,
-        },
-    )
-    runtime = group_runtime(config, Flusher("os"), ManualClock(), FakeTopics(), lambda _gid: None)
-    runtime.open(unclean=False)
+    runtime = one_partition_runtime(tmp_path, 1)
     python_default = sys.getswitchinterval()
 
     async def main() -> list[float]:
         shard = runtime.shards[0]
-        data = records.build_batch([(b"\x00\x01k", b"v")], 1)
-        shard.log.append(data, [records.read_header(data)], 1)
+        append(shard, 1)
         seen = []
         runtime._snapshot_if_due(shard)
         seen.append(sys.getswitchinterval())
