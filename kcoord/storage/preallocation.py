@@ -31,9 +31,9 @@ each chunk, which commits that chunk's allocation). Measured on this VM:
 
 - pwrite + fdatasync of 19 KB (a round of 125 offset commits): 240-249 us median into reserved
   space, 160-166 us into written zeros; 100 KB: 314-369 against 196-201 us.
-- kload commit 8 x 16, fresh broker per run, alternating: 74-85 k commits/s with reserved space
-  against 92-98 k with written zeros (+8-27 %), 10.1-11.3 against 8.8-9.5 us of broker CPU per
-  commit.
+- kload commit 8 x 16, fresh broker per run, alternating: 79-90 k commits/s with reserved space
+  against 92-107 k with written zeros (+8-19 % in each of four pairs), 9.5-10.7 against 8.4-9.5
+  us of broker CPU per commit.
 
 Topic partitions keep reserved space: their appends are large, and writing every byte twice (zeros,
 then data, up to 16 MiB at a time) cut acks=1 produce at 8 x 16 from 700-780 to 230-320 MB/s.
