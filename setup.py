@@ -11,6 +11,8 @@ commit and fetch), which the Python encoders mirror and run in its place when it
 (``kcoord/protocol/native.py``); it is built without mypy too.
 So is ``kcoord/storage/_sync_thread.c``: a thread that runs a flush round's syncs without taking
 the GIL (``kcoord/storage/sync_thread.py``), where a Python thread is used when it is missing.
+And ``kcoord/runtime/_snapshot_codec.c``: a coordinator snapshot's entries, which
+``kcoord/runtime/snapshot.py`` writes in Python when it is missing.
 The build is optional: without a C compiler (without mypy: but for that module), or with
 ``KCOORD_PURE_BUILD=1``, kcoord installs as the same modules in pure Python, and
 ``kcoord/__init__.py`` falls back to them at import time whenever the compiled ones are missing
@@ -90,6 +92,15 @@ SYNC_THREAD = Extension(
 )
 
 
+# A coordinator snapshot's entries in C (kcoord/runtime/snapshot.py); optional too.
+SNAPSHOT_CODEC = Extension(
+    "kcoord.runtime._snapshot_codec",
+    ["kcoord/runtime/_snapshot_codec.c"],
+    extra_compile_args=["-O2"],
+    optional=True,
+)
+
+
 def ext_modules() -> list:
     if os.environ.get("KCOORD_PURE_BUILD"):
         return []
@@ -103,12 +114,12 @@ def ext_modules() -> list:
             f"warning: kcoord's request path is not compiled ({e!r}); installing it as pure Python",
             file=sys.stderr,
         )
-        return [NATIVE_CODECS, SYNC_THREAD]
+        return [NATIVE_CODECS, SYNC_THREAD, SNAPSHOT_CODEC]
     for extension in extensions:
         # Without a C compiler the build goes on without them (kcoord/__init__.py then imports
         # the sources of any module whose shared library is missing).
         extension.optional = True
-    return [*extensions, NATIVE_CODECS, SYNC_THREAD]
+    return [*extensions, NATIVE_CODECS, SYNC_THREAD, SNAPSHOT_CODEC]
 
 
 setup(ext_modules=ext_modules())

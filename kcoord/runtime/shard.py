@@ -33,7 +33,7 @@ from kcoord.runtime.snapshot import (
     Entry,
     LatestRecords,
     delete_snapshots,
-    encode_snapshot,
+    encode_latest,
     read_snapshot,
     store_snapshot,
 )
@@ -416,9 +416,7 @@ class CoordinatorShard(Generic[S]):
     def write_snapshot(self, capture: Capture) -> Path | None:
         """Write the captured snapshot (any thread); None if a cleaning invalidated it meanwhile."""
         generation, end_offset, latest, pending = capture
-        entries: list[Entry] = [(o, NO_PRODUCER, 0, k, v) for k, (o, v) in latest.items()]
-        entries.extend(pending)
-        data = encode_snapshot(self.log.directory.name, end_offset, entries)
+        data = encode_latest(self.log.directory.name, end_offset, latest, pending)
         with self._snapshot_lock:
             # A cleaning invalidated it, or a newer one (the one written at close) got there first.
             if generation != self._snapshot_generation or end_offset <= self.snapshot_offset:

