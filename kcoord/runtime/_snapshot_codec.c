@@ -21,6 +21,9 @@ typedef struct {
     PyObject *value; /* borrowed: bytes, or None for a tombstone */
 } Entry;
 
+/* Entries gathered between two chances for other threads to take the GIL. */
+#define YIELD_EVERY 4096
+
 static int by_offset(const void *a, const void *b) {
     const Entry *x = (const Entry *)a, *y = (const Entry *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
@@ -83,11 +86,17 @@ static PyObject *snapshot_entries(PyObject *self, PyObject *const *args, Py_ssiz
     Entry *entries = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Entry));
     if (entries == NULL) return PyErr_NoMemory();
     Py_ssize_t i = 0, pos = 0;
-    size_t size = 0;
+    Py_ssize_t size = 0;
     PyObject *key, *item;
-    /* Nothing below runs Python code that could change the dict or the list (PyLong_AsLongLong
-     * on an int does not), so the borrowed references stay valid. */
+    /* The dict and the list are the caller's private copies (CoordinatorShard.capture), and
+     * nothing here runs Python code on them (PyLong_AsLongLong on an int does not): the borrowed
+     * references stay valid, also while other threads run, which they may every YIELD_EVERY
+     * entries (a shard of 500 k keys would otherwise hold the GIL for ~10 ms here). */
     while (PyDict_Next(latest, &pos, &key, &item)) {
+        if (i > 0 && i % YIELD_EVERY == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+        }
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
             PyErr_SetString(PyExc_TypeError, "snapshot_entries: latest maps a key to (offset, value)");
             goto error;
@@ -116,18 +125,21 @@ static PyObject *snapshot_entries(PyObject *self, PyObject *const *args, Py_ssiz
     }
     for (Py_ssize_t j = 0; j < n; j++) {
         /* offset, producer id, epoch, key length, key, value length, value */
-        size += 8 + 8 + 2 + 4 + (size_t)PyBytes_GET_SIZE(entries[j].key) + 4;
-        if (entries[j].value != Py_None) size += (size_t)PyBytes_GET_SIZE(entries[j].value);
-        if (PyBytes_GET_SIZE(entries[j].key) > INT32_MAX ||
-            (entries[j].value != Py_None && PyBytes_GET_SIZE(entries[j].value) > INT32_MAX)) {
-            PyErr_SetString(PyExc_OverflowError, "snapshot_entries: a key or value over 2 GiB");
+        Py_ssize_t klen = PyBytes_GET_SIZE(entries[j].key);
+        Py_ssize_t vlen = entries[j].value != Py_None ? PyBytes_GET_SIZE(entries[j].value) : 0;
+        if (klen > INT32_MAX || vlen > INT32_MAX || 26 + klen + vlen > PY_SSIZE_T_MAX - size) {
+            PyErr_SetString(PyExc_OverflowError, "snapshot_entries: a key or value over 2 GiB, or too many");
             goto error;
         }
+        size += 26 + klen + vlen;
     }
-    qsort(entries, (size_t)n, sizeof(Entry), by_offset);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
     if (out == NULL) goto error;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    /* The sort and the copy read only immutable bytes the copies keep alive, and write only the
+     * new object: the event loop runs meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
+    qsort(entries, (size_t)n, sizeof(Entry), by_offset);
     for (Py_ssize_t j = 0; j < n; j++) {
         const Entry *e = &entries[j];
         Py_ssize_t klen = PyBytes_GET_SIZE(e->key);
@@ -146,6 +158,7 @@ static PyObject *snapshot_entries(PyObject *self, PyObject *const *args, Py_ssiz
             p += vlen;
         }
     }
+    Py_END_ALLOW_THREADS
     PyMem_Free(entries);
     PyObject *result = Py_BuildValue("(Nn)", out, n);
     return result;
