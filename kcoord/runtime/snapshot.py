@@ -174,10 +174,7 @@ def encode_snapshot(log_name: str, end_offset: int, entries: list[Entry]) -> byt
     part per field joined at the end peaked at ~9x the file's size (70 MB for 100 k offsets),
     the buffer's growth at 2x."""
     entries.sort(key=itemgetter(0))
-    name = log_name.encode()
-    buf = bytearray(_PREFIX.size)
-    buf += _FIXED.pack(end_offset, len(entries), len(name))
-    buf += name
+    buf = _header(log_name, end_offset, len(entries))
     pack_entry = _ENTRY.pack
     pack_len = _LEN.pack
     for offset, pid, epoch, key, value in entries:
@@ -188,6 +185,20 @@ def encode_snapshot(log_name: str, end_offset: int, entries: list[Entry]) -> byt
         else:
             buf += pack_len(len(value))
             buf += value
+    return _sealed(buf)
+
+
+def _header(log_name: str, end_offset: int, count: int) -> bytearray:
+    """The file's start, with room for its prefix (``_sealed`` fills it in)."""
+    name = log_name.encode()
+    buf = bytearray(_PREFIX.size)
+    buf += _FIXED.pack(end_offset, count, len(name))
+    buf += name
+    return buf
+
+
+def _sealed(buf: bytearray) -> bytearray:
+    """``buf`` with its prefix: magic, version and the CRC-32C of everything after it."""
     _PREFIX.pack_into(buf, 0, MAGIC, VERSION, crc32c.crc32c(memoryview(buf)[_PREFIX.size :]))
     return buf
 
@@ -203,13 +214,9 @@ def encode_latest(
         entries.extend(pending)
         return encode_snapshot(log_name, end_offset, entries)
     body, count = _codec.snapshot_entries(latest, pending, NO_PRODUCER)
-    name = log_name.encode()
-    buf = bytearray(_PREFIX.size)
-    buf += _FIXED.pack(end_offset, count, len(name))
-    buf += name
+    buf = _header(log_name, end_offset, count)
     buf += body
-    _PREFIX.pack_into(buf, 0, MAGIC, VERSION, crc32c.crc32c(memoryview(buf)[_PREFIX.size :]))
-    return buf
+    return _sealed(buf)
 
 
 def decode_snapshot(data: bytes | bytearray, log_name: str) -> tuple[int, list[Entry]]:

@@ -56,6 +56,7 @@ import ctypes
 import errno
 import os
 from collections.abc import Callable
+from typing import Any, cast
 
 # Bytes added at a time, at most: 16 MiB hold ~160 produce requests of 100 KB, so the fallocate
 # call (tens of microseconds) and the size change the next fdatasync commits are a small share
@@ -72,33 +73,30 @@ _ZEROS = bytes(ZEROS_CHUNK_BYTES)
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
-def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+def _libc_function(names: tuple[str, ...], argtypes: tuple[Any, ...]) -> Callable[..., int] | None:
+    """The first of ``names`` libc has (None where none is: not Linux), returning an int."""
     try:
         # The process's own symbols, libc among them: find_library("c") would run ``ldconfig -p``
         # in a child process at every start (a fork of the broker, slower the busier the machine).
         libc = ctypes.CDLL(None, use_errno=True)
-        fn = getattr(libc, "fallocate64", None) or libc.fallocate  # 64-bit offsets everywhere
-    except (OSError, AttributeError):  # not Linux: no preallocation
+    except OSError:
         return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    fn.restype = ctypes.c_int
-    return fn
+    for name in names:
+        fn = getattr(libc, name, None)
+        if fn is not None:
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
+            return cast("Callable[..., int]", fn)
+    return None
 
 
-_fallocate = _libc_fallocate()
-
-
-def _libc_sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range  # Linux only; os lacks it
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_sync_file_range = _libc_sync_file_range()
+# 64-bit offsets everywhere; os has no sync_file_range.
+_fallocate = _libc_function(
+    ("fallocate64", "fallocate"), (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+)
+_sync_file_range = _libc_function(
+    ("sync_file_range",), (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+)
 _SYNC_FILE_RANGE_WRITE = 2
 
 
